@@ -1,0 +1,104 @@
+"""Argument parsing only: every subcommand calls into the library.
+
+Exit codes (docs/cli.md): 0 clean (or only baselined/suppressed), 1 findings,
+2 usage/config/internal error, 3 incomplete (some files could not be analysed and
+nothing else was found).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from reload_lint import __version__
+
+EXIT_CLEAN = 0
+EXIT_FINDINGS = 1
+EXIT_ERROR = 2
+EXIT_INCOMPLETE = 3
+
+
+class UsageError(Exception):
+    """A whole-run problem reported as one line with exit code 2."""
+
+
+def _add_common_check_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("paths", nargs="*", help="files or directories to audit (default: .)")
+    p.add_argument("--vllm", metavar="VERSION", help="audit a released vLLM's sources")
+    p.add_argument("--sglang", metavar="VERSION", help="audit a released SGLang's sources")
+    p.add_argument("--config", metavar="FILE", help="pyproject.toml to read [tool.reload-lint] from")
+    p.add_argument("--select", action="append", default=[], metavar="CODES")
+    p.add_argument("--ignore", action="append", default=[], metavar="CODES")
+    p.add_argument("--contract", help="reload contract: auto, vllm-layerwise, inplace-only")
+    p.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
+    p.add_argument("--cache-dir", metavar="DIR", help="cache location (default: user cache)")
+    p.add_argument("--jobs", "-j", type=int, default=None, help="worker processes (default: cores)")
+    p.add_argument("--debug", action="store_true", help="show tracebacks for internal errors")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="reload-lint",
+        description="Find tensors that escape weight-reload copy-back and break CUDA graphs.",
+    )
+    parser.add_argument("--version", action="version", version=f"reload-lint {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    check = sub.add_parser("check", help="audit sources and report findings")
+    _add_common_check_args(check)
+    check.add_argument(
+        "--format", default="text", choices=["text", "json", "sarif", "github"], dest="fmt"
+    )
+    check.add_argument("--output", "-o", metavar="FILE", help="write the report here")
+    check.add_argument("--exit-zero", action="store_true", help="exit 0 even with findings")
+    check.add_argument("--baseline", metavar="FILE", help="report only findings not in FILE")
+    check.add_argument("--strict-baseline", action="store_true", help="fail on stale entries")
+    check.add_argument("--diff", metavar="REV", help="only findings touching lines changed since REV")
+    check.add_argument("--show-suppressed", action="store_true")
+    check.add_argument(
+        "--allowlist", action="append", default=[], metavar="FILE", help="extra allowlist TOML"
+    )
+    check.add_argument("--statistics", action="store_true", help="print counts by rule")
+    return parser
+
+
+def _split_codes(values: list[str]) -> list[str]:
+    out: list[str] = []
+    for v in values:
+        out.extend(c.strip().upper() for c in v.split(",") if c.strip())
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return EXIT_ERROR
+    debug = getattr(args, "debug", False)
+    try:
+        from reload_lint import commands
+
+        handler = getattr(commands, f"cmd_{args.command.replace('-', '_')}")
+        return handler(args)
+    except KeyboardInterrupt:
+        print("reload-lint: interrupted", file=sys.stderr)
+        return EXIT_ERROR
+    except BrokenPipeError:
+        return EXIT_ERROR
+    except Exception as exc:  # noqa: BLE001 - the one place internal errors become exit 2
+        from reload_lint.errors import describe
+
+        if debug:
+            raise
+        print(f"reload-lint: {describe(exc)}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+def codes(values: list[str]) -> list[str]:
+    return _split_codes(values)
+
+
+def cwd() -> Path:
+    return Path.cwd()

@@ -1,0 +1,178 @@
+"""`[tool.reload-lint]` in pyproject.toml.
+
+Unknown keys are an error naming the key; a corrupt file is a ConfigError (exit 2).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+try:  # Python 3.11+
+    import tomllib
+except ModuleNotFoundError:  # pragma: no cover - 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+
+class ConfigError(Exception):
+    """A whole-run configuration problem: one line, exit code 2."""
+
+
+DEFAULT_ROOT_NAMES = ("process_weights_after_loading",)
+DEFAULT_APPLY_NAMES = (
+    "apply",
+    "apply_weights",
+    "apply_monolithic",
+    "forward",
+    "forward_native",
+    "forward_cuda",
+    "forward_hip",
+    "forward_impl",
+    "forward_oot",
+    "__call__",
+    "apply_router_weight_on_input",
+    "run_experts",
+)
+# Names whose own execution happens once per engine (construction time); never roots.
+DEFAULT_ONCE_NAMES = ("create_weights",)
+
+
+@dataclass
+class PerPath:
+    pattern: str
+    select: list[str] = field(default_factory=list)
+    ignore: list[str] = field(default_factory=list)
+    contract: str | None = None
+
+
+@dataclass
+class Config:
+    include: list[str] = field(default_factory=list)
+    exclude: list[str] = field(default_factory=list)
+    select: list[str] = field(default_factory=list)
+    ignore: list[str] = field(default_factory=list)
+    root_names: list[str] = field(default_factory=lambda: list(DEFAULT_ROOT_NAMES))
+    extra_root_names: list[str] = field(default_factory=list)
+    apply_names: list[str] = field(default_factory=lambda: list(DEFAULT_APPLY_NAMES))
+    extra_apply_names: list[str] = field(default_factory=list)
+    contract: str = "auto"
+    preserving_helpers: list[str] = field(default_factory=list)
+    per_path: list[PerPath] = field(default_factory=list)
+    allowlists: list[str] = field(default_factory=list)
+    baseline: str | None = None
+    source: str | None = None  # the file it came from, for messages
+
+    def all_root_names(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys([*self.root_names, *self.extra_root_names]))
+
+    def all_apply_names(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys([*self.apply_names, *self.extra_apply_names]))
+
+    def analysis_hash(self) -> str:
+        """Hash of everything that changes analysis results (used in cache keys)."""
+        payload = {
+            "roots": self.all_root_names(),
+            "apply": self.all_apply_names(),
+            "contract": self.contract,
+            "preserving": sorted(self.preserving_helpers),
+            "per_path": [(p.pattern, p.contract) for p in self.per_path],
+        }
+        return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
+
+
+_LIST_KEYS = {
+    "include",
+    "exclude",
+    "select",
+    "ignore",
+    "root-names",
+    "extra-root-names",
+    "apply-names",
+    "extra-apply-names",
+    "preserving-helpers",
+    "allowlists",
+}
+_STR_KEYS = {"contract", "baseline"}
+_KNOWN = _LIST_KEYS | _STR_KEYS | {"per-path"}
+_PER_PATH_KEYS = {"select", "ignore", "contract"}
+
+
+def _str_list(value, key: str, where: str) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{where}: `{key}` must be a list of strings")
+    return list(value)
+
+
+def parse_table(table: dict, where: str) -> Config:
+    cfg = Config(source=where)
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where}: [tool.reload-lint] must be a table")
+    for key, value in table.items():
+        if key not in _KNOWN:
+            raise ConfigError(f"{where}: unknown key `{key}` in [tool.reload-lint]")
+        attr = key.replace("-", "_")
+        if key in _LIST_KEYS:
+            setattr(cfg, attr, _str_list(value, key, where))
+        elif key in _STR_KEYS:
+            if not isinstance(value, str):
+                raise ConfigError(f"{where}: `{key}` must be a string")
+            setattr(cfg, attr, value)
+        elif key == "per-path":
+            if not isinstance(value, dict):
+                raise ConfigError(f"{where}: `per-path` must be a table of glob -> table")
+            for pattern, sub in value.items():
+                if not isinstance(sub, dict):
+                    raise ConfigError(f"{where}: `per-path.\"{pattern}\"` must be a table")
+                for sk in sub:
+                    if sk not in _PER_PATH_KEYS:
+                        raise ConfigError(
+                            f"{where}: unknown key `{sk}` in per-path entry \"{pattern}\""
+                        )
+                pp = PerPath(pattern=pattern)
+                if "select" in sub:
+                    pp.select = _str_list(sub["select"], "select", where)
+                if "ignore" in sub:
+                    pp.ignore = _str_list(sub["ignore"], "ignore", where)
+                if "contract" in sub:
+                    if not isinstance(sub["contract"], str):
+                        raise ConfigError(f"{where}: per-path `contract` must be a string")
+                    pp.contract = sub["contract"]
+                cfg.per_path.append(pp)
+    return cfg
+
+
+def find_pyproject(start: Path) -> Path | None:
+    start = start.resolve()
+    for d in [start, *start.parents]:
+        p = d / "pyproject.toml"
+        if p.is_file():
+            return p
+    return None
+
+
+def load_config(path: Path | None = None, start: Path | None = None) -> Config:
+    """Load `[tool.reload-lint]` from `path` or the nearest pyproject.toml above `start`."""
+    if path is None:
+        path = find_pyproject(start or Path.cwd())
+        if path is None:
+            return Config()
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read config: {exc.strerror or exc}") from None
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: config is not valid UTF-8") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    table = data.get("tool", {}).get("reload-lint")
+    if table is None:
+        return Config(source=str(path))
+    return parse_table(table, str(path))
+
+
+def config_field_names() -> list[str]:
+    return [f.name for f in fields(Config)]

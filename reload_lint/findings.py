@@ -1,0 +1,135 @@
+"""The Finding record: plain data shared by the engine, the gate, the renderers and the runner.
+
+Everything here is JSON-serialisable and ordered deterministically. The JSON shape is the
+contract documented in docs/findings.md and docs/findings.schema.json; change it only by
+bumping SCHEMA_VERSION.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import asdict, dataclass, field
+
+SCHEMA_VERSION = "1.0"
+TOOL_NAME = "reload-lint"
+
+SEVERITIES = ("error", "warning", "info")
+CONFIDENCES = ("high", "medium", "low")
+
+
+@dataclass(frozen=True)
+class TraceStep:
+    path: str
+    line: int
+    note: str
+
+    def to_json(self) -> dict:
+        return {"path": self.path, "line": self.line, "note": self.note}
+
+
+@dataclass
+class Finding:
+    rule: str
+    path: str
+    line: int
+    column: int
+    end_line: int
+    symbol: str
+    target: str
+    message: str
+    severity: str = "error"
+    confidence: str = "high"
+    trace: list[TraceStep] = field(default_factory=list)
+    contract: str = "vllm-layerwise"
+    fingerprint: str = ""
+    # Not serialised in the stable part of the schema: set by the suppression layer.
+    suppressed: str | None = None
+    snippet: str = ""
+
+    def sort_key(self) -> tuple:
+        return (self.path, self.line, self.column, self.rule, self.target, self.symbol)
+
+    def to_json(self) -> dict:
+        out = {
+            "rule": self.rule,
+            "path": self.path,
+            "line": self.line,
+            "column": self.column,
+            "end_line": self.end_line,
+            "symbol": self.symbol,
+            "target": self.target,
+            "message": self.message,
+            "severity": self.severity,
+            "confidence": self.confidence,
+            "contract": self.contract,
+            "trace": [t.to_json() for t in self.trace],
+            "fingerprint": self.fingerprint,
+        }
+        if self.suppressed is not None:
+            out["suppressed"] = self.suppressed
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict) -> Finding:
+        trace = [TraceStep(t["path"], int(t["line"]), t["note"]) for t in data.get("trace", [])]
+        return cls(
+            rule=data["rule"],
+            path=data["path"],
+            line=int(data["line"]),
+            column=int(data.get("column", 1)),
+            end_line=int(data.get("end_line", data["line"])),
+            symbol=data.get("symbol", ""),
+            target=data.get("target", ""),
+            message=data.get("message", ""),
+            severity=data.get("severity", "error"),
+            confidence=data.get("confidence", "high"),
+            trace=trace,
+            contract=data.get("contract", "vllm-layerwise"),
+            fingerprint=data.get("fingerprint", ""),
+            suppressed=data.get("suppressed"),
+        )
+
+
+@dataclass
+class FileError:
+    """A per-file problem (RL9xx) or a whole-run note; reported, never raised."""
+
+    rule: str
+    path: str
+    message: str
+    line: int = 0
+
+    def to_json(self) -> dict:
+        return {"rule": self.rule, "path": self.path, "line": self.line, "message": self.message}
+
+
+_WS = re.compile(r"\s+")
+_INDEX = re.compile(r"\[[^\]]*\]")
+
+
+def normalize_target(target: str) -> str:
+    """Line-free, formatting-free spelling of a stored location."""
+    t = _WS.sub("", target)
+    t = t.replace('"', "'")
+    return t
+
+
+def compute_fingerprints(findings: list[Finding]) -> None:
+    """Assign a line-free fingerprint to every finding, in place.
+
+    The key is rule, path, enclosing symbol, normalised target and an occurrence index
+    among findings sharing those four, counted in source order. Moving lines, editing
+    other code in the same function or reformatting leaves it unchanged.
+    """
+    counts: dict[tuple, int] = {}
+    for f in sorted(findings, key=Finding.sort_key):
+        key = (f.rule, f.path, f.symbol, normalize_target(f.target))
+        n = counts.get(key, 0)
+        counts[key] = n + 1
+        raw = "\x1f".join([*key, str(n)])
+        f.fingerprint = hashlib.sha256(raw.encode()).hexdigest()[:20]
+
+
+def finding_as_dict(f: Finding) -> dict:
+    return asdict(f)
