@@ -1,0 +1,119 @@
+"""Reload contracts: what a serving engine protects across a weight update.
+
+`vllm-layerwise`: post-load re-runs on freshly materialised parameters, then every tensor in
+`layer._parameters` / `layer._buffers` is copied back into its original storage. Registered
+means safe; everything stored elsewhere moves.
+
+`inplace-only` (SGLang): post-processing re-runs, weight loaders write into whatever Parameter
+objects the module holds at that moment, nothing is copied back. Only in-place writes (and the
+codebase's own storage-preserving helpers) keep storage; registering a new Parameter or buffer,
+or swapping `.data`, moves it on every update.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from reload_lint.analysis import values as V
+from reload_lint.analysis.values import AV
+from reload_lint.summaries.torchapi import SHAPE_CHANGING
+
+CONTRACT_NAMES = ("vllm-layerwise", "inplace-only")
+
+
+@dataclass
+class Contract:
+    name: str
+    preserving: frozenset = field(default_factory=frozenset)
+
+    def preserves(self, qualified: str) -> bool:
+        if not self.preserving:
+            return False
+        if qualified in self.preserving:
+            return True
+        short = qualified.rsplit(".", 1)[-1]
+        return any(p.rsplit(".", 1)[-1] == short and p.endswith(qualified) for p in self.preserving)
+
+    # store judgement -------------------------------------------------------------------
+    def judge_store(self, owner: str, attr: str, v: AV, buffers: set[str], st, fr):  # noqa: C901
+        """owner: module | object | held | data. Returns (rule, why) or None."""
+        inplace = self.name == "inplace-only"
+        k = v.kind
+        if owner == "data":
+            if k != V.FRESH:
+                return None
+            if inplace:
+                return ("RL106", "`.data =` rebinds the parameter to new storage")
+            notes = " ".join(s.note for s in v.trace)
+            if any(f"`{op}`" in notes for op in SHAPE_CHANGING) or "advanced indexing" in notes:
+                return ("RL106", "shape-changing `.data =` swap replaces the parameter's storage")
+            return None
+        if k == V.CALLABLE:
+            fresh = [c for _, cap in v.items for c in cap if c.kind in (V.FRESH, V.PARAM)]
+            alias = [c for _, cap in v.items for c in cap if c.kind in (V.REG, V.VIEW)]
+            if fresh:
+                return ("RL103", f"{v.value} captures a tensor created after loading")
+            if alias and not inplace:
+                return ("RL107", f"{v.value} binds a registered tensor before copy-back")
+            return None
+        if k == V.CONTAINER:
+            if any(c.kind in (V.FRESH, V.PARAM) for c in v.items):
+                return ("RL104", "container holds a tensor created after loading")
+            if any(c.kind in (V.REG, V.VIEW) for c in v.items) and not inplace:
+                return ("RL107", "container binds a registered tensor before copy-back")
+            return None
+        if k in (V.OBJ, V.MODULE) and v.value == "rebuilt" and v.items:
+            return ("RL105", f"rebuilt {v.cls.split(':')[-1]} allocates tensors in its constructor")
+        if owner == "module":
+            if k == V.FRESH:
+                if attr in buffers and not inplace:
+                    return None
+                return ("RL101", "plain tensor attribute, not registered")
+            if k == V.PARAM:
+                if inplace and v.value != "alias":
+                    return ("RL109", "a new Parameter replaces the one the weight loader writes")
+                return None
+            if k == V.VIEW and not inplace:
+                return ("RL107", "view of a registered tensor taken before copy-back")
+            return None
+        # object or held (attribute of an object reached through the layer)
+        if k in (V.FRESH, V.PARAM):
+            return ("RL102", "tensor kept on a non-Module object")
+        if k in (V.REG, V.VIEW) and not inplace:
+            return ("RL107", "registered tensor bound on an object before copy-back")
+        return None
+
+    def judge_register(self, v: AV) -> str | None:
+        if self.name != "inplace-only":
+            return None
+        if v.kind == V.FRESH or (v.kind == V.PARAM and v.value != "alias"):
+            return "RL109"
+        return None
+
+    def message(self, rule: str, target: str, v: AV, why: str) -> str:
+        if self.name == "inplace-only":
+            tail = "nothing is copied back after an update, so its storage moves on every update"
+        else:
+            tail = (
+                "reload copies back only layer._parameters/_buffers, so it moves on every reload "
+                "while captured graphs keep the old address"
+            )
+        what = {
+            "RL101": f"`{target}` is assigned a plain tensor created after loading ({why})",
+            "RL102": f"`{target}` keeps a tensor on a non-Module object ({why})",
+            "RL103": f"`{target}` holds a callable that captures a tensor ({why})",
+            "RL104": f"`{target}` holds tensors in a container ({why})",
+            "RL105": f"`{target}` is rebuilt after loading ({why})",
+            "RL106": f"`{target}` swaps storage through `.data` ({why})",
+            "RL107": f"`{target}` holds a detached alias ({why})",
+            "RL108": f"`{target}` is allocated on first forward of an object post-load rebuilds",
+            "RL109": f"`{target}` registers new storage ({why})",
+            "RL201": f"`{target}` caches a value {why} that no reload refreshes",
+        }.get(rule, f"`{target}`: {why}")
+        if rule == "RL201":
+            return what
+        return f"{what}; {tail}"
+
+
+def make_contract(name: str, preserving=()) -> Contract:
+    return Contract(name=name, preserving=frozenset(preserving))

@@ -1,0 +1,98 @@
+"""Abstract values: what the analysis knows about a Python value on a post-load path."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from reload_lint.findings import TraceStep
+
+# kinds
+FRESH = "fresh"  # plain tensor with new storage
+PARAM = "param"  # a new nn.Parameter wrapper
+REG = "reg"  # a registered parameter/buffer read off a module
+VIEW = "view"  # a plain view of a registered tensor
+MATTR = "mattr"  # a module attribute of unknown nature (not a known registered name)
+MODULE = "module"  # an nn.Module
+OBJ = "obj"  # a non-Module object (kernel, quant method, experts, config)
+CLS = "cls"  # a class object
+REF = "ref"  # a qualified name not (yet) resolved: module, external function, ...
+FUNC = "func"  # a project function (value = "module:qualname")
+BOUND = "bound"  # a bound method (value = "module:qualname", items = (self values,))
+TMETHOD = "tmethod"  # a tensor method (value = name, items = (receiver values,))
+CALLABLE = "callable"  # partial / lambda / closure with captures
+CONTAINER = "container"  # dict/list/set holding items
+TUPLE = "tuple"  # positional tuple: items = tuple of value-tuples
+STR = "str"
+SCALAR = "scalar"
+NONE = "none"
+UNKNOWN = "unknown"
+SUPER = "super"
+
+TENSORISH = frozenset({FRESH, PARAM, REG, VIEW})
+
+
+@dataclass(frozen=True)
+class AV:
+    kind: str
+    conf: str = "high"
+    trace: tuple[TraceStep, ...] = field(default=(), compare=False)
+    cls: str = ""
+    items: tuple = ()
+    src: str = ""
+    value: str | None = None
+    fn: tuple = ()
+    oid: int = 0
+
+    def key(self) -> tuple:
+        """Identity for memoisation (no traces)."""
+        return (self.kind, self.cls, self.src, self.value, self.fn, self.oid, _items_key(self.items))
+
+
+def _items_key(items) -> tuple:
+    out = []
+    for it in items:
+        if isinstance(it, AV):
+            out.append(it.key())
+        elif isinstance(it, tuple):
+            out.append(_items_key(it))
+        else:
+            out.append(it)
+    return tuple(out)
+
+
+def vals_key(vals: tuple) -> tuple:
+    return tuple(sorted((v.key() for v in vals), key=repr))
+
+
+UNK = AV(UNKNOWN)
+SCAL = AV(SCALAR)
+NON = AV(NONE)
+
+
+def union(*groups) -> tuple:
+    out: list[AV] = []
+    seen = set()
+    for g in groups:
+        for v in g:
+            k = v.key()
+            if k not in seen:
+                seen.add(k)
+                out.append(v)
+                if len(out) >= 12:  # cap: keeps pathological unions bounded
+                    return tuple(out)
+    return tuple(out)
+
+
+def tensorish(vals) -> bool:
+    return any(v.kind in TENSORISH for v in vals)
+
+
+CONF_ORDER = {"high": 2, "medium": 1, "low": 0}
+
+
+def lower(conf: str) -> str:
+    return {"high": "medium", "medium": "low"}.get(conf, "low")
+
+
+def min_conf(a: str, b: str) -> str:
+    return a if CONF_ORDER[a] <= CONF_ORDER[b] else b

@@ -1,0 +1,601 @@
+"""One parse per file: libcst tree -> a small, picklable module record (the per-file index).
+
+The record holds imports, classes, functions and, for each function, its statements lowered
+to a tiny expression language of tuples. Everything later (summaries, analysis) reads only
+these records, so they are what the content-hash cache stores. Nothing here imports or
+executes the audited code.
+
+Expression forms (tuples):
+  ("n", name)                       name load
+  ("a", base, attr)                 attribute
+  ("c", func, args, kwargs, line, star)   call; kwargs is a tuple of (name, expr)
+  ("b", op, left, right)            binary op        ("u", op, operand) unary op
+  ("s", base, index)                subscript; index is ("slice",) for basic slicing
+  ("k", kind, value)                constant: none/int/float/str/bool/other
+  ("t", kind, items)                tuple/list/set display
+  ("d", items)                      dict display; items: tuple of (key, value)
+  ("l", params, body, free)         lambda; free = names it reads from the enclosing scope
+  ("if", body, orelse)              conditional expression
+  ("?",)                            anything else
+Statement forms: ("assign"|"aug"|"expr"|"ret"|"def"|"del"|"for", line, col, end_line, ...)
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from reload_lint.index.positions import compute_positions
+
+_BINOPS = {
+    cst.Add: "+",
+    cst.Subtract: "-",
+    cst.Multiply: "*",
+    cst.Divide: "/",
+    cst.FloorDivide: "//",
+    cst.Modulo: "%",
+    cst.Power: "**",
+    cst.MatrixMultiply: "@",
+    cst.BitAnd: "&",
+    cst.BitOr: "|",
+    cst.BitXor: "^",
+    cst.LeftShift: "<<",
+    cst.RightShift: ">>",
+}
+_AUGOPS = {
+    cst.AddAssign: "+",
+    cst.SubtractAssign: "-",
+    cst.MultiplyAssign: "*",
+    cst.DivideAssign: "/",
+    cst.FloorDivideAssign: "//",
+    cst.ModuloAssign: "%",
+    cst.PowerAssign: "**",
+    cst.MatrixMultiplyAssign: "@",
+    cst.BitAndAssign: "&",
+    cst.BitOrAssign: "|",
+    cst.BitXorAssign: "^",
+    cst.LeftShiftAssign: "<<",
+    cst.RightShiftAssign: ">>",
+}
+
+OTHER = ("?",)
+
+
+def dotted(expr) -> str | None:
+    """'a.b.c' for ("a", ("a", ("n","a"),"b"),"c"), else None."""
+    parts = []
+    while expr[0] == "a":
+        parts.append(expr[2])
+        expr = expr[1]
+    if expr[0] != "n":
+        return None
+    parts.append(expr[1])
+    return ".".join(reversed(parts))
+
+
+def _cst_dotted(node) -> str | None:
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        base = _cst_dotted(node.value)
+        return f"{base}.{node.attr.value}" if base else None
+    return None
+
+
+class _Extractor:
+    def __init__(self, module_name: str, is_package: bool, positions: dict):
+        self.module_name = module_name
+        self.is_package = is_package
+        self.pos = positions
+        self.imports: dict[str, str] = {}
+        self.functions: dict[str, dict] = {}
+        self.classes: dict[str, dict] = {}
+        self.buffers: set[str] = set()
+        self.globals: dict[str, tuple] = {}
+
+    # ---- positions -------------------------------------------------------------------
+    def line(self, node) -> int:
+        p = self.pos.get(id(node))
+        return p[0][0] if p else 0
+
+    def span(self, node) -> tuple[int, int, int]:
+        p = self.pos.get(id(node))
+        if not p:
+            return (0, 1, 0)
+        return (p[0][0], p[0][1] + 1, p[1][0])
+
+    # ---- imports ---------------------------------------------------------------------
+    def _resolve_relative(self, level: int, module: str | None) -> str:
+        parts = self.module_name.split(".") if self.module_name else []
+        if not self.is_package:
+            parts = parts[:-1]
+        if level > 1:
+            parts = parts[: len(parts) - (level - 1)] if level - 1 <= len(parts) else []
+        base = ".".join(parts)
+        if module:
+            return f"{base}.{module}" if base else module
+        return base
+
+    def add_import(self, node) -> None:
+        if isinstance(node, cst.Import):
+            for alias in node.names:
+                full = _cst_dotted(alias.name)
+                if not full:
+                    continue
+                if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                    self.imports[alias.asname.name.value] = full
+                else:
+                    top = full.split(".")[0]
+                    self.imports.setdefault(top, top)
+        elif isinstance(node, cst.ImportFrom):
+            mod = _cst_dotted(node.module) if node.module is not None else None
+            level = len(node.relative)
+            base = self._resolve_relative(level, mod) if level else (mod or "")
+            if isinstance(node.names, cst.ImportStar):
+                self.imports.setdefault("*", "")
+                self.imports["*"] = (self.imports["*"] + " " + base).strip()
+                return
+            for alias in node.names:
+                name = _cst_dotted(alias.name)
+                if not name:
+                    continue
+                local = name
+                if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                    local = alias.asname.name.value
+                self.imports[local] = f"{base}.{name}" if base else name
+
+    # ---- expressions -----------------------------------------------------------------
+    def expr(self, node) -> tuple:  # noqa: C901 - one dispatch table
+        if isinstance(node, cst.Name):
+            return ("n", node.value)
+        if isinstance(node, cst.Attribute):
+            return ("a", self.expr(node.value), node.attr.value)
+        if isinstance(node, cst.Call):
+            args = []
+            kwargs = []
+            star = False
+            for a in node.args:
+                if a.star:
+                    star = True
+                    continue
+                if a.keyword is not None:
+                    kwargs.append((a.keyword.value, self.expr(a.value)))
+                else:
+                    args.append(self.expr(a.value))
+            return ("c", self.expr(node.func), tuple(args), tuple(kwargs), self.line(node), star)
+        if isinstance(node, cst.BinaryOperation):
+            op = _BINOPS.get(type(node.operator), "?")
+            return ("b", op, self.expr(node.left), self.expr(node.right))
+        if isinstance(node, cst.UnaryOperation):
+            return ("u", type(node.operator).__name__, self.expr(node.expression))
+        if isinstance(node, cst.Subscript):
+            basic = True
+            for el in node.slice:
+                sl = el.slice
+                if isinstance(sl, cst.Slice):
+                    continue
+                if isinstance(sl, cst.Index):
+                    v = sl.value
+                    if isinstance(v, (cst.Integer, cst.Ellipsis)) or (
+                        isinstance(v, cst.Name) and v.value == "None"
+                    ):
+                        continue
+                    if isinstance(v, cst.UnaryOperation) and isinstance(v.expression, cst.Integer):
+                        continue
+                basic = False
+            if basic:
+                index = ("slice",)
+            elif len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
+                index = self.expr(node.slice[0].slice.value)
+            else:
+                index = OTHER
+            return ("s", self.expr(node.value), index)
+        if isinstance(node, (cst.Integer,)):
+            return ("k", "int", node.value)
+        if isinstance(node, (cst.Float, cst.Imaginary)):
+            return ("k", "float", None)
+        if isinstance(node, cst.SimpleString):
+            try:
+                return ("k", "str", node.evaluated_value)
+            except Exception:  # noqa: BLE001 - odd literal: keep going
+                return ("k", "str", None)
+        if isinstance(node, (cst.ConcatenatedString, cst.FormattedString)):
+            return ("k", "str", None)
+        if isinstance(node, (cst.Tuple, cst.List, cst.Set)):
+            kind = {cst.Tuple: "tuple", cst.List: "list", cst.Set: "set"}[type(node)]
+            items = tuple(
+                self.expr(e.value) for e in node.elements if not isinstance(e, cst.StarredElement)
+            )
+            return ("t", kind, items)
+        if isinstance(node, cst.Dict):
+            items = []
+            for e in node.elements:
+                if isinstance(e, cst.DictElement):
+                    items.append((self.expr(e.key), self.expr(e.value)))
+            return ("d", tuple(items))
+        if isinstance(node, (cst.ListComp, cst.SetComp, cst.GeneratorExp)):
+            return ("t", "list", (self.expr(node.elt),))
+        if isinstance(node, cst.DictComp):
+            return ("d", ((self.expr(node.key), self.expr(node.value)),))
+        if isinstance(node, cst.Lambda):
+            params = tuple(p.name.value for p in _all_params(node.params))
+            body = self.expr(node.body)
+            free = tuple(sorted(_free_names(node.body) - set(params)))
+            return ("l", params, body, free)
+        if isinstance(node, cst.IfExp):
+            return ("if", self.expr(node.body), self.expr(node.orelse))
+        if isinstance(node, cst.Comparison):
+            return ("k", "bool", None)
+        if isinstance(node, cst.BooleanOperation):
+            # `a or b` yields one of them: keep both possibilities.
+            return ("if", self.expr(node.left), self.expr(node.right))
+        if isinstance(node, cst.Await):
+            return self.expr(node.expression)
+        if isinstance(node, cst.NamedExpr):
+            return self.expr(node.value)
+        return OTHER
+
+    def target(self, node) -> tuple:
+        if isinstance(node, cst.Name):
+            return ("n", node.value)
+        if isinstance(node, cst.Attribute):
+            return ("a", self.expr(node.value), node.attr.value)
+        if isinstance(node, cst.Subscript):
+            return self.expr(node)
+        if isinstance(node, (cst.Tuple, cst.List)):
+            items = []
+            for e in node.elements:
+                if isinstance(e, cst.StarredElement):
+                    items.append(("star", self.target(e.value)))
+                else:
+                    items.append(self.target(e.value))
+            return ("t", "tuple", tuple(items))
+        return OTHER
+
+    # ---- statements ------------------------------------------------------------------
+    def lazy_guard(self, test) -> tuple | None:
+        """`if self._x is None`, `if not hasattr(self, "_x")`, `getattr(self, "_x", None) is None`."""
+        if isinstance(test, cst.BooleanOperation):
+            return self.lazy_guard(test.left) or self.lazy_guard(test.right)
+        if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+            comp = test.comparisons[0]
+            if (
+                isinstance(comp.operator, (cst.Is, cst.Equal))
+                and isinstance(comp.comparator, cst.Name)
+                and comp.comparator.value == "None"
+            ):
+                left = test.left
+                if isinstance(left, cst.Attribute):
+                    base = _cst_dotted(left.value)
+                    if base:
+                        return (base, left.attr.value)
+                if isinstance(left, cst.Call) and _cst_dotted(left.func) == "getattr":
+                    return self._getattr_guard(left)
+        if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+            inner = test.expression
+            if isinstance(inner, cst.Call) and _cst_dotted(inner.func) == "hasattr":
+                return self._getattr_guard(inner)
+            if isinstance(inner, cst.Attribute):
+                base = _cst_dotted(inner.value)
+                if base:
+                    return (base, inner.attr.value)
+        return None
+
+    @staticmethod
+    def _getattr_guard(call) -> tuple | None:
+        if len(call.args) >= 2 and isinstance(call.args[1].value, cst.SimpleString):
+            base = _cst_dotted(call.args[0].value)
+            try:
+                name = call.args[1].value.evaluated_value
+            except Exception:  # noqa: BLE001
+                return None
+            if base and isinstance(name, str):
+                return (base, name)
+        return None
+
+    def block(self, body, out: list, guard, func_qn: str, cls_qn: str | None) -> None:
+        stmts = body.body if hasattr(body, "body") else body
+        if isinstance(stmts, cst.BaseSuite):  # pragma: no cover
+            stmts = stmts.body
+        for stmt in stmts:
+            self.stmt(stmt, out, guard, func_qn, cls_qn)
+
+    def stmt(self, node, out: list, guard, func_qn: str, cls_qn: str | None) -> None:  # noqa: C901
+        if isinstance(node, cst.SimpleStatementLine):
+            for small in node.body:
+                self.small(small, out, guard)
+            return
+        if isinstance(node, cst.If):
+            g = self.lazy_guard(node.test)
+            self.block(node.body, out, g or guard, func_qn, cls_qn)
+            orelse = node.orelse
+            while orelse is not None:
+                if isinstance(orelse, cst.If):
+                    self.block(orelse.body, out, guard, func_qn, cls_qn)
+                    orelse = orelse.orelse
+                else:
+                    self.block(orelse.body, out, guard, func_qn, cls_qn)
+                    orelse = None
+            return
+        if isinstance(node, (cst.For,)):
+            ln, col, end = self.span(node)
+            out.append(("for", ln, col, end, self.target(node.target), self.expr(node.iter)))
+            self.block(node.body, out, guard, func_qn, cls_qn)
+            if node.orelse is not None:
+                self.block(node.orelse.body, out, guard, func_qn, cls_qn)
+            return
+        if isinstance(node, cst.While):
+            self.block(node.body, out, guard, func_qn, cls_qn)
+            if node.orelse is not None:
+                self.block(node.orelse.body, out, guard, func_qn, cls_qn)
+            return
+        if isinstance(node, cst.With):
+            for item in node.items:
+                if item.asname is not None:
+                    ln, col, end = self.span(node)
+                    out.append(
+                        (
+                            "assign",
+                            ln,
+                            col,
+                            end,
+                            (self.target(item.asname.name),),
+                            self.expr(item.item),
+                            guard,
+                        )
+                    )
+            self.block(node.body, out, guard, func_qn, cls_qn)
+            return
+        if isinstance(node, cst.Try) or type(node).__name__ == "TryStar":
+            self.block(node.body, out, guard, func_qn, cls_qn)
+            for h in node.handlers:
+                self.block(h.body, out, guard, func_qn, cls_qn)
+            if node.orelse is not None:
+                self.block(node.orelse.body, out, guard, func_qn, cls_qn)
+            if node.finalbody is not None:
+                self.block(node.finalbody.body, out, guard, func_qn, cls_qn)
+            return
+        if isinstance(node, cst.FunctionDef):
+            qn = f"{func_qn}.<locals>.{node.name.value}" if func_qn else node.name.value
+            self.function(node, qn, cls_qn=None, parent=func_qn)
+            ln, col, end = self.span(node)
+            out.append(("def", ln, col, end, node.name.value, qn))
+            return
+        if isinstance(node, cst.ClassDef):
+            return
+        if type(node).__name__ == "Match":
+            for case in node.cases:
+                self.block(case.body, out, guard, func_qn, cls_qn)
+            return
+
+    def small(self, node, out: list, guard) -> None:
+        ln, col, end = self.span(node)
+        if isinstance(node, cst.Assign):
+            targets = tuple(self.target(t.target) for t in node.targets)
+            out.append(("assign", ln, col, end, targets, self.expr(node.value), guard))
+        elif isinstance(node, cst.AnnAssign):
+            if node.value is not None:
+                out.append(
+                    ("assign", ln, col, end, (self.target(node.target),), self.expr(node.value), guard)
+                )
+        elif isinstance(node, cst.AugAssign):
+            op = _AUGOPS.get(type(node.operator), "?")
+            out.append(("aug", ln, col, end, self.target(node.target), op, self.expr(node.value)))
+        elif isinstance(node, cst.Expr):
+            out.append(("expr", ln, col, end, self.expr(node.value)))
+        elif isinstance(node, cst.Return):
+            out.append(("ret", ln, col, end, self.expr(node.value) if node.value else None))
+        elif isinstance(node, cst.Del):
+            out.append(("del", ln, col, end, self.target(node.target)))
+        elif isinstance(node, (cst.Import, cst.ImportFrom)):
+            self.add_import(node)
+
+    # ---- definitions -----------------------------------------------------------------
+    def function(self, node: cst.FunctionDef, qn: str, cls_qn: str | None, parent: str | None):
+        params = _all_params(node.params)
+        decos = tuple(_cst_dotted(d.decorator) or "" for d in node.decorators)
+        defaults = tuple((p.name.value, self.expr(p.default)) for p in params if p.default is not None)
+        annotations = tuple(
+            (p.name.value, _cst_dotted(_strip_annotation(p.annotation.annotation)) or "")
+            for p in params
+            if p.annotation is not None
+        )
+        body: list = []
+        self.block(node.body, body, None, qn, cls_qn)
+        ln, col, end = self.span(node)
+        reads = sorted(_attr_reads(node.body, self.pos).items())
+        free = ()
+        if parent:
+            names_here = {p.name.value for p in params} | _assigned_names(node.body)
+            free = tuple(sorted(_free_names(node.body) - names_here))
+        self.functions[qn] = {
+            "qn": qn,
+            "name": node.name.value,
+            "cls": cls_qn,
+            "params": tuple(p.name.value for p in params),
+            "defaults": defaults,
+            "annotations": annotations,
+            "decos": decos,
+            "line": ln,
+            "col": col,
+            "end_line": end,
+            "body": tuple(body),
+            "reads": tuple(reads),
+            "parent": parent,
+            "free": free,
+            "guarded": any(s[0] == "assign" and s[6] for s in body),
+        }
+
+    def klass(self, node: cst.ClassDef, qn: str) -> None:
+        bases = tuple(self.expr(a.value) for a in node.bases if a.keyword is None)
+        methods: dict[str, str] = {}
+        ln, col, end = self.span(node)
+        for stmt in node.body.body:
+            if isinstance(stmt, cst.FunctionDef):
+                mqn = f"{qn}.{stmt.name.value}"
+                self.function(stmt, mqn, cls_qn=qn, parent=None)
+                methods[stmt.name.value] = mqn
+            elif isinstance(stmt, cst.ClassDef):
+                self.klass(stmt, f"{qn}.{stmt.name.value}")
+            elif isinstance(stmt, cst.If):
+                # methods defined under a module-level condition inside the class body
+                for sub in stmt.body.body:
+                    if isinstance(sub, cst.FunctionDef):
+                        mqn = f"{qn}.{sub.name.value}"
+                        self.function(sub, mqn, cls_qn=qn, parent=None)
+                        methods.setdefault(sub.name.value, mqn)
+        self.classes[qn] = {"qn": qn, "bases": bases, "line": ln, "end_line": end, "methods": methods}
+
+    def module(self, mod: cst.Module) -> None:
+        for stmt in mod.body:
+            self.top(stmt)
+
+    def top(self, stmt) -> None:
+        if isinstance(stmt, cst.FunctionDef):
+            self.function(stmt, stmt.name.value, cls_qn=None, parent=None)
+        elif isinstance(stmt, cst.ClassDef):
+            self.klass(stmt, stmt.name.value)
+        elif isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                if isinstance(small, (cst.Import, cst.ImportFrom)):
+                    self.add_import(small)
+                elif isinstance(small, cst.Assign) and len(small.targets) == 1:
+                    t = small.targets[0].target
+                    if isinstance(t, cst.Name):
+                        self.globals[t.value] = self.expr(small.value)
+        elif isinstance(stmt, (cst.If, cst.Try)) or type(stmt).__name__ == "TryStar":
+            blocks = [stmt.body]
+            if isinstance(stmt, cst.If):
+                o = stmt.orelse
+                while o is not None:
+                    blocks.append(o.body)
+                    o = o.orelse if isinstance(o, cst.If) else None
+            else:
+                blocks += [h.body for h in stmt.handlers]
+                if stmt.orelse is not None:
+                    blocks.append(stmt.orelse.body)
+            for b in blocks:
+                for s in b.body:
+                    self.top(s)
+
+
+def _strip_annotation(node):
+    # `X | None`, `Optional[X]`, "X" -> X (best effort)
+    if isinstance(node, cst.BinaryOperation):
+        return node.left
+    if isinstance(node, cst.Subscript) and node.slice:
+        first = node.slice[0].slice
+        if isinstance(first, cst.Index):
+            return first.value
+    return node
+
+
+def _all_params(params: cst.Parameters) -> list:
+    out = list(params.posonly_params) + list(params.params)
+    if isinstance(params.star_arg, cst.Param):
+        out.append(params.star_arg)
+    out += list(params.kwonly_params)
+    if params.star_kwarg is not None:
+        out.append(params.star_kwarg)
+    return out
+
+
+class _NameCollector(cst.CSTVisitor):
+    def __init__(self, pos: dict | None = None):
+        self.pos = pos or {}
+        self.loads: set[str] = set()
+        self.attrs: set[str] = set()
+        self.attr_lines: dict[str, int] = {}
+        self.stores: set[str] = set()
+
+    def _note(self, name: str, node) -> None:
+        self.attrs.add(name)
+        if name not in self.attr_lines:
+            p = self.pos.get(id(node))
+            self.attr_lines[name] = p[0][0] if p else 0
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.loads.add(node.value)
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        self._note(node.attr.value, node)
+        node.value.visit(self)
+        return False
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if _cst_dotted(node.func) in ("getattr", "hasattr") and len(node.args) >= 2:
+            v = node.args[1].value
+            if isinstance(v, cst.SimpleString):
+                try:
+                    s = v.evaluated_value
+                except Exception:  # noqa: BLE001
+                    return
+                if isinstance(s, str):
+                    self._note(s, node)
+
+    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+        if isinstance(node.target, cst.Name):
+            self.stores.add(node.target.value)
+
+
+def _free_names(node) -> set[str]:
+    c = _NameCollector()
+    node.visit(c)
+    return c.loads
+
+
+def _attr_reads(node, pos: dict) -> dict[str, int]:
+    c = _NameCollector(pos)
+    node.visit(c)
+    return c.attr_lines
+
+
+def _assigned_names(node) -> set[str]:
+    c = _NameCollector()
+    node.visit(c)
+    return c.stores
+
+
+def extract_module(source: str, module_name: str, is_package: bool) -> dict:
+    """Parse `source` (libcst) and return the module record. Raises libcst.ParserSyntaxError."""
+    mod = cst.parse_module(source)
+    positions = compute_positions(mod)
+    ex = _Extractor(module_name, is_package, positions)
+    ex.module(mod)
+    # registered buffer names anywhere in the module: `x.register_buffer("name", ...)`
+    registered: set[str] = set()
+    for f in ex.functions.values():
+        _collect_buffers(f["body"], ex.buffers, registered)
+    return {
+        "module": module_name,
+        "is_package": is_package,
+        "imports": ex.imports,
+        "functions": ex.functions,
+        "classes": ex.classes,
+        "globals": ex.globals,
+        "buffers": sorted(ex.buffers),
+        "registered": sorted(registered),
+    }
+
+
+def _collect_buffers(body, out: set[str], registered: set[str]) -> None:
+    """Literal names passed to register_buffer (out) and registered as parameters (registered)."""
+    for s in body:
+        if s[0] == "expr":
+            e = s[4]
+            if e[0] == "c" and e[1][0] == "a" and e[2]:
+                meth = e[1][2]
+                first = e[2][0]
+                if first[0] == "k" and first[1] == "str" and isinstance(first[2], str):
+                    if meth == "register_buffer":
+                        out.add(first[2])
+                        registered.add(first[2])
+                    elif meth == "register_parameter":
+                        registered.add(first[2])
+        elif s[0] == "assign":
+            v = s[5]
+            if v[0] == "c" and v[1][0] in ("n", "a"):
+                callee = v[1][1] if v[1][0] == "n" else v[1][2]
+                if callee.endswith("Parameter"):
+                    for t in s[4]:
+                        if t[0] == "a":
+                            registered.add(t[2])

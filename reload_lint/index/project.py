@@ -1,0 +1,205 @@
+"""The whole-repo index: module table, import resolution, class hierarchy.
+
+Module records are produced lazily through a loader (parse or cache), so the analysis only
+pays for the files its roots can reach.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+TORCH_MODULE_BASES = {
+    "torch.nn.Module",
+    "torch.nn.modules.module.Module",
+    "torch.nn.Linear",
+    "torch.nn.Embedding",
+    "torch.nn.ModuleList",
+    "torch.nn.ModuleDict",
+    "torch.nn.Sequential",
+    "torch.nn.LayerNorm",
+    "torch.nn.Conv1d",
+    "torch.nn.Conv2d",
+}
+TORCH_PARAMETER = {"torch.nn.Parameter", "torch.nn.parameter.Parameter"}
+
+
+class ProjectIndex:
+    def __init__(self, module_paths: dict[str, str], loader: Callable[[str], dict | None]):
+        """module_paths: dotted module name -> relative path; loader(module) -> record."""
+        self.module_paths = module_paths
+        self._loader = loader
+        self._records: dict[str, dict | None] = {}
+        self._is_module_cache: dict[str, bool] = {}
+        self._is_param_cache: dict[str, bool] = {}
+        self._mro_cache: dict[str, list[str]] = {}
+
+    # ---- records ---------------------------------------------------------------------
+    def record(self, module: str) -> dict | None:
+        if module not in self._records:
+            self._records[module] = self._loader(module) if module in self.module_paths else None
+        return self._records[module]
+
+    def loaded_records(self) -> list[dict]:
+        return [r for _, r in sorted(self._records.items()) if r is not None]
+
+    def path_of(self, module: str) -> str:
+        return self.module_paths.get(module, module.replace(".", "/") + ".py")
+
+    # ---- name resolution -------------------------------------------------------------
+    def split_qualified(self, qualified: str) -> tuple[str, str] | None:
+        """'pkg.mod.Class.meth' -> ('pkg.mod', 'Class.meth') for the longest known module."""
+        parts = qualified.split(".")
+        for i in range(len(parts), 0, -1):
+            mod = ".".join(parts[:i])
+            if mod in self.module_paths:
+                return mod, ".".join(parts[i:])
+        return None
+
+    def resolve(self, qualified: str, _depth: int = 0) -> tuple[str, str, str] | None:
+        """Resolve a qualified name to ('func'|'class'|'module', module, qualname)."""
+        if _depth > 8 or not qualified:
+            return None
+        split = self.split_qualified(qualified)
+        if split is None:
+            return None
+        mod, rest = split
+        if not rest:
+            return ("module", mod, "")
+        rec = self.record(mod)
+        if rec is None:
+            return None
+        if rest in rec["functions"]:
+            return ("func", mod, rest)
+        if rest in rec["classes"]:
+            return ("class", mod, rest)
+        head, _, tail = rest.partition(".")
+        if head in rec["classes"] and tail:
+            # Class.method inherited from a base
+            found = self.lookup_method(f"{mod}:{head}", tail)
+            if found:
+                return ("func", *found)
+        target = rec["imports"].get(head)
+        if target:
+            return self.resolve(f"{target}.{tail}" if tail else target, _depth + 1)
+        g = rec["globals"].get(head)
+        if g is not None and g[0] in ("n", "a"):
+            from reload_lint.index.extract import dotted
+
+            d = dotted(g)
+            if d and d != head:
+                q = self.qualify(mod, d)
+                if q:
+                    return self.resolve(f"{q}.{tail}" if tail else q, _depth + 1)
+        for star in rec["imports"].get("*", "").split():
+            r = self.resolve(f"{star}.{rest}", _depth + 1)
+            if r:
+                return r
+        return None
+
+    def qualify(self, module: str, name: str) -> str | None:
+        """Qualified spelling of a dotted local name as seen from `module`."""
+        rec = self.record(module)
+        if rec is None:
+            return None
+        head, _, tail = name.partition(".")
+        if head in rec["functions"] or head in rec["classes"]:
+            q = f"{module}.{head}"
+        elif head in rec["imports"]:
+            q = rec["imports"][head]
+        else:
+            return None
+        return f"{q}.{tail}" if tail else q
+
+    def qualify_external(self, module: str, name: str) -> str:
+        """Like qualify, but falls back to the spelling itself (torch.argsort stays torch.argsort)."""
+        return self.qualify(module, name) or name
+
+    # ---- classes ---------------------------------------------------------------------
+    def class_record(self, key: str) -> dict | None:
+        mod, _, qn = key.partition(":")
+        rec = self.record(mod)
+        if rec is None:
+            return None
+        return rec["classes"].get(qn)
+
+    def base_keys(self, key: str) -> list[str]:
+        """Resolved project bases as 'module:Class' keys; external bases as their qualified name."""
+        mod = key.partition(":")[0]
+        crec = self.class_record(key)
+        if crec is None:
+            return []
+        from reload_lint.index.extract import dotted
+
+        out = []
+        for b in crec["bases"]:
+            d = dotted(b) if b[0] in ("n", "a") else None
+            if d is None and b[0] == "s":  # Generic[T]
+                d = dotted(b[1]) if b[1][0] in ("n", "a") else None
+            if not d:
+                continue
+            q = self.qualify_external(mod, d)
+            r = self.resolve(q)
+            if r and r[0] == "class":
+                out.append(f"{r[1]}:{r[2]}")
+            else:
+                out.append(q)
+        return out
+
+    def mro(self, key: str) -> list[str]:
+        if key in self._mro_cache:
+            return self._mro_cache[key]
+        self._mro_cache[key] = [key]
+        out = [key]
+        seen = {key}
+        stack = list(reversed(self.base_keys(key)))
+        while stack:
+            k = stack.pop()
+            if k in seen or ":" not in k:
+                continue
+            seen.add(k)
+            out.append(k)
+            stack.extend(reversed(self.base_keys(k)))
+        self._mro_cache[key] = out
+        return out
+
+    def external_bases(self, key: str) -> set[str]:
+        out = set()
+        for k in self.mro(key):
+            for b in self.base_keys(k):
+                if ":" not in b:
+                    out.add(b)
+        return out
+
+    def is_module_class(self, key: str) -> bool:
+        if key not in self._is_module_cache:
+            self._is_module_cache[key] = False
+            ext = self.external_bases(key)
+            self._is_module_cache[key] = any(
+                b in TORCH_MODULE_BASES or (b.startswith("torch.nn.") and b[9:10].isupper())
+                for b in ext
+            ) or any(b.startswith(("nn.", "torch.nn.modules.")) for b in ext)
+        return self._is_module_cache[key]
+
+    def is_parameter_class(self, key: str) -> bool:
+        if key not in self._is_param_cache:
+            self._is_param_cache[key] = False
+            ext = self.external_bases(key)
+            self._is_param_cache[key] = bool(ext & TORCH_PARAMETER) or "nn.Parameter" in ext
+        return self._is_param_cache[key]
+
+    def lookup_method(self, key: str, name: str, after: str | None = None) -> tuple[str, str] | None:
+        """(module, qualname) of `name` in the MRO of class `key` (optionally after class `after`)."""
+        chain = self.mro(key)
+        if after is not None and after in chain:
+            chain = chain[chain.index(after) + 1 :]
+        for k in chain:
+            crec = self.class_record(k)
+            if crec and name in crec["methods"]:
+                return (k.partition(":")[0], crec["methods"][name])
+        return None
+
+    def function(self, module: str, qn: str) -> dict | None:
+        rec = self.record(module)
+        if rec is None:
+            return None
+        return rec["functions"].get(qn)
