@@ -27,7 +27,9 @@ def _add_common_check_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("paths", nargs="*", help="files or directories to audit (default: .)")
     p.add_argument("--vllm", metavar="VERSION", help="audit a released vLLM's sources")
     p.add_argument("--sglang", metavar="VERSION", help="audit a released SGLang's sources")
-    p.add_argument("--config", metavar="FILE", help="pyproject.toml to read [tool.reload-lint] from")
+    p.add_argument(
+        "--config", metavar="FILE", help="pyproject.toml to read [tool.reload-lint] from"
+    )
     p.add_argument("--select", action="append", default=[], metavar="CODES")
     p.add_argument("--ignore", action="append", default=[], metavar="CODES")
     p.add_argument("--contract", help="reload contract: auto, vllm-layerwise, inplace-only")
@@ -54,12 +56,41 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--exit-zero", action="store_true", help="exit 0 even with findings")
     check.add_argument("--baseline", metavar="FILE", help="report only findings not in FILE")
     check.add_argument("--strict-baseline", action="store_true", help="fail on stale entries")
-    check.add_argument("--diff", metavar="REV", help="only findings touching lines changed since REV")
+    check.add_argument(
+        "--diff", metavar="REV", help="only findings touching lines changed since REV"
+    )
     check.add_argument("--show-suppressed", action="store_true")
     check.add_argument(
         "--allowlist", action="append", default=[], metavar="FILE", help="extra allowlist TOML"
     )
     check.add_argument("--statistics", action="store_true", help="print counts by rule")
+
+    base = sub.add_parser("baseline", help="record today's findings so `check` fails only on new")
+    _add_common_check_args(base)
+    base.add_argument("--output", "-o", metavar="FILE", required=True, help="baseline to write")
+    base.add_argument(
+        "--allowlist", action="append", default=[], metavar="FILE", help="extra allowlist TOML"
+    )
+
+    work = sub.add_parser("worklist", help="render the Markdown worklist (RFC risk-table shape)")
+    _add_common_check_args(work)
+    work.add_argument("--evidence", metavar="FILE", help="runtime evidence JSON to merge")
+    work.add_argument(
+        "--findings", metavar="FILE", help="render a `check --format json` report, not a run"
+    )
+    work.add_argument("--output", "-o", metavar="FILE", help="write here (default: stdout)")
+    work.add_argument("--title", default="reload-lint worklist", help="heading of the page")
+    work.add_argument("--source", default="", help="what was audited, for the page's intro")
+    work.add_argument(
+        "--allowlist", action="append", default=[], metavar="FILE", help="extra allowlist TOML"
+    )
+
+    rule = sub.add_parser("rule", help="print a rule's page from the catalog (rules/)")
+    rule.add_argument("code", nargs="?", help="rule code, e.g. RL101 (omit to list all rules)")
+
+    gen = sub.add_parser("gen-docs", help="generate docs/rules/ from the rule catalog")
+    gen.add_argument("--output", "-o", metavar="DIR", help="output directory (default: docs/rules)")
+    gen.add_argument("--check", action="store_true", help="only report stale pages; exit 1 if any")
     return parser
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from reload_lint.cli import EXIT_CLEAN, EXIT_ERROR, EXIT_FINDINGS, EXIT_INCOMPLETE, codes
@@ -45,17 +47,66 @@ def effective_config(args) -> Config:
     return cfg
 
 
-def run_engine(args, cfg: Config):
+@dataclass
+class Plan:
+    """What one run audits: paths to index, the base findings are relative to, and (files
+    passed by name, as pre-commit does) the only files whose findings are reported."""
+
+    paths: list[Path]
+    base: Path
+    only_paths: set[str] | None = None
+    release: tuple[str, str] | None = None  # ("vllm", "0.25.1") for --vllm/--sglang
+
+    def in_scope(self, relpath: str) -> bool:
+        if self.only_paths is not None:
+            return relpath in self.only_paths
+        for p in self.paths:
+            rel = _relposix(p, self.base)
+            if rel is None or rel in (".", "") or relpath == rel or relpath.startswith(rel + "/"):
+                return True
+        return False
+
+
+def _relposix(path: Path, base: Path) -> str | None:
+    try:
+        return Path(os.path.relpath(Path(path).absolute(), Path(base).absolute())).as_posix()
+    except ValueError:  # another drive on Windows
+        return None
+
+
+def plan_targets(args, cfg: Config) -> Plan:
+    """Files passed by name (all of PATHS are files) get pre-commit semantics: the engine
+    indexes the whole project (cwd, with the config's include/exclude) so helpers and
+    constructors resolve, but reports only those files; config excludes apply to them."""
+    paths, base = resolve_targets(args)
+    if getattr(args, "vllm", None) or getattr(args, "sglang", None):
+        pkg = "vllm" if args.vllm else "sglang"
+        return Plan(paths, base, release=(pkg, args.vllm or args.sglang))
+    if args.paths and all(p.is_file() for p in paths):
+        only: set[str] = set()
+        for p in paths:
+            rel = _relposix(p, base)
+            if rel is None or rel.startswith("../"):
+                raise ReloadLintError(f"{p}: file is outside the project directory {base}")
+            if not cfg.is_excluded(rel):
+                only.add(rel)
+        return Plan([base], base, only_paths=only)
+    return Plan(paths, base)
+
+
+def run_engine(args, cfg: Config, plan: Plan | None = None):
     from reload_lint.engine import run_check
 
-    paths, base = resolve_targets(args)
+    if plan is None:
+        plan = plan_targets(args, cfg)
     return run_check(
-        paths,
+        plan.paths,
         cfg,
-        base_dir=base,
+        base_dir=plan.base,
         use_cache=not getattr(args, "no_cache", False),
         cache_dir=Path(args.cache_dir) if getattr(args, "cache_dir", None) else None,
         jobs=getattr(args, "jobs", None),
+        only_paths=plan.only_paths,
     )
 
 
@@ -79,25 +130,295 @@ def exit_code(findings: list[Finding], errors: list[FileError], exit_zero: bool)
     return EXIT_CLEAN
 
 
-def cmd_check(args) -> int:
-    cfg = effective_config(args)
-    result = run_engine(args, cfg)
-    findings = [f for f in result.findings if not f.suppressed]
-    errors = result.errors
-    if args.fmt == "json":
-        from reload_lint.render.json_ import render_json
+# ----------------------------------------------------------------------------- the gate
 
-        text = render_json(findings, errors, files=result.files_scanned)
-    elif args.fmt == "text":
+
+@dataclass
+class GateOutcome:
+    reported: list[Finding]  # new, unsuppressed findings (what fails the run)
+    shown: list[Finding]  # reported, plus suppressed ones with --show-suppressed
+    suppressed: list[Finding]  # inline + allowlisted
+    errors: list[FileError]
+    baselined: int = 0
+    stale: list = field(default_factory=list)
+    baseline_active: bool = False
+
+
+def _config_dir(cfg: Config) -> Path:
+    return Path(cfg.source).parent if cfg.source else Path.cwd()
+
+
+def bundled_allowlist(package: str) -> Path | None:
+    here = Path(__file__).resolve().parent
+    for cand in (here.parent / "allowlists", here / "data" / "allowlists"):
+        p = cand / f"{package}.toml"
+        if p.is_file():
+            return p
+    return None
+
+
+def load_allowlists(args, cfg: Config, plan: Plan) -> list:
+    from reload_lint.suppress import load_allowlist
+
+    entries = []
+    if plan.release is not None:
+        bundled = bundled_allowlist(plan.release[0])
+        if bundled is not None:
+            entries += load_allowlist(bundled, display=f"allowlists/{bundled.name}")
+    for a in cfg.allowlists:
+        entries += load_allowlist(_config_dir(cfg) / a, display=a)
+    for a in getattr(args, "allowlist", None) or []:
+        entries += load_allowlist(Path(a), display=a)
+    return entries
+
+
+def baseline_path(args, cfg: Config) -> Path | None:
+    if getattr(args, "baseline", None):
+        return Path(args.baseline)
+    if cfg.baseline and not getattr(args, "no_config_baseline", False):
+        return _config_dir(cfg) / cfg.baseline
+    return None
+
+
+def apply_gate(
+    result, cfg: Config, plan: Plan, args, *, use_baseline: bool = True, changed=None
+) -> GateOutcome:
+    """Engine result -> what the user sees: rule selection, suppressions, allowlists,
+    baseline, diff. Order matters: unused-suppression and stale-baseline are judged on the
+    full result, before --diff narrows what is reported."""
+    from reload_lint.suppress import apply_allowlists, apply_suppressions
+
+    findings = [
+        f
+        for f in result.findings
+        if cfg.rule_enabled(f.path, f.rule)
+        and (plan.only_paths is None or f.path in plan.only_paths)
+    ]
+    errors = [e for e in result.errors if plan.only_paths is None or e.path in plan.only_paths]
+    meta = apply_suppressions(
+        findings,
+        getattr(result, "suppressions", None) or {},
+        enabled=cfg.rule_enabled,
+        paths=plan.only_paths,
+    )
+    findings += [m for m in meta if cfg.rule_enabled(m.path, m.rule)]
+    apply_allowlists(findings, load_allowlists(args, cfg, plan))
+    findings.sort(key=Finding.sort_key)
+    suppressed = [f for f in findings if f.suppressed is not None]
+    reported = [f for f in findings if f.suppressed is None]
+    out = GateOutcome(reported=reported, shown=[], suppressed=suppressed, errors=errors)
+    bpath = baseline_path(args, cfg) if use_baseline else None
+    if bpath is not None:
+        from reload_lint.baseline import load_baseline, match_baseline
+
+        entries = load_baseline(bpath)
+        res = match_baseline(
+            findings,
+            entries,
+            in_scope=lambda e: plan.in_scope(e.path) and cfg.rule_enabled(e.path, e.rule),
+        )
+        out.reported, out.baselined, out.stale = res.new, len(res.baselined), res.stale
+        out.baseline_active = True
+    shown_suppressed = suppressed if getattr(args, "show_suppressed", False) else []
+    if changed is not None:
+        from reload_lint.diff import filter_to_diff
+
+        out.reported, out.errors = filter_to_diff(out.reported, out.errors, changed)
+        shown_suppressed, _ = filter_to_diff(shown_suppressed, [], changed)
+    out.shown = sorted([*out.reported, *shown_suppressed], key=Finding.sort_key)
+    return out
+
+
+def _gate_notes(out: GateOutcome, strict: bool, show_suppressed: bool) -> list[str]:
+    notes = []
+    if out.baseline_active:
+        notes.append(
+            f"baseline: {out.baselined} known finding{'s' if out.baselined != 1 else ''} "
+            f"matched, {len(out.stale)} stale entr{'ies' if len(out.stale) != 1 else 'y'}"
+            + (" (--strict-baseline: failing)" if strict and out.stale else "")
+        )
+        for e in out.stale:
+            notes.append(
+                f"  stale: {e.path}: {e.rule} {e.symbol} `{e.target}` [{e.fingerprint}] "
+                "(fixed or renamed: regenerate the baseline to drop it)"
+            )
+    if out.suppressed and not show_suppressed:
+        n = len(out.suppressed)
+        notes.append(
+            f"{n} suppressed finding{'s' if n != 1 else ''} (inline or allowlist); "
+            "--show-suppressed lists them"
+        )
+    return notes
+
+
+def _statistics(findings: list[Finding]) -> str:
+    from collections import Counter
+
+    from reload_lint.rules import RULES
+
+    counts = Counter(f.rule for f in findings)
+    rows = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    return "".join(
+        f"{n:>5}  {code}  {RULES[code].name if code in RULES else ''}\n" for code, n in rows
+    )
+
+
+def render_report(args, out: GateOutcome, files: int) -> str:
+    fmt = args.fmt
+    if getattr(args, "statistics", False) and fmt == "text":
+        return _statistics(out.shown)
+    if fmt == "json":
+        import json
+
+        from reload_lint.render.json_ import build_report
+
+        report = build_report(out.shown, out.errors, files=files)
+        report["summary"]["suppressed"] = len(out.suppressed)
+        report["summary"]["baselined"] = out.baselined
+        report["summary"]["stale_baseline"] = len(out.stale)
+        return json.dumps(report, indent=2, sort_keys=False) + "\n"
+    if fmt == "text":
         from reload_lint.render.text import render_text, summary_line
 
-        text = render_text(findings, errors)
+        text = render_text(out.shown, out.errors)
         if not args.output:
-            text += summary_line(findings, errors) + "\n"
+            text += summary_line(out.reported, out.errors) + "\n"
+        return text
+    if fmt == "sarif":
+        from reload_lint.render.sarif import render_sarif
+
+        return render_sarif(out.shown, out.errors, baseline_active=out.baseline_active)
+    if fmt == "github":
+        from reload_lint.render.github import render_github
+
+        return render_github(out.shown, out.errors)
+    raise ReloadLintError(f"unknown --format {fmt}")
+
+
+def cmd_check(args) -> int:
+    cfg = effective_config(args)
+    plan = plan_targets(args, cfg)
+    changed = None
+    if getattr(args, "diff", None):
+        from reload_lint.diff import changed_lines
+
+        changed = changed_lines(args.diff, plan.base)  # fail fast on a bad REV
+    if plan.only_paths is not None and not plan.only_paths:
+        result = _EmptyResult()  # every file passed by name is excluded by config
     else:
-        raise ReloadLintError(f"--format {args.fmt} is not available yet")
+        result = run_engine(args, cfg, plan)
+    out = apply_gate(result, cfg, plan, args, changed=changed)
+    write_output(render_report(args, out, result.files_scanned), args.output)
+    for note in _gate_notes(out, args.strict_baseline, args.show_suppressed):
+        print(note, file=sys.stderr)
+    if args.exit_zero:
+        return EXIT_CLEAN
+    if args.strict_baseline and out.stale:
+        return EXIT_FINDINGS
+    return exit_code(out.reported, out.errors, False)
+
+
+@dataclass
+class _EmptyResult:
+    findings: list = field(default_factory=list)
+    errors: list = field(default_factory=list)
+    files_scanned: int = 0
+    suppressions: dict = field(default_factory=dict)
+
+
+def cmd_baseline(args) -> int:
+    """Record today's unsuppressed findings; atomic, sorted, readable."""
+    from reload_lint.baseline import write_baseline
+
+    cfg = effective_config(args)
+    plan = plan_targets(args, cfg)
+    args.show_suppressed = False
+    result = run_engine(args, cfg, plan)
+    out = apply_gate(result, cfg, plan, args, use_baseline=False)
+    n = write_baseline(Path(args.output), out.reported)
+    print(
+        f"reload-lint: wrote {n} baseline entr{'ies' if n != 1 else 'y'} to {args.output}",
+        file=sys.stderr,
+    )
+    if out.errors:
+        from reload_lint.render.text import render_text
+
+        sys.stderr.write(render_text([], out.errors))
+        return EXIT_INCOMPLETE
+    return EXIT_CLEAN
+
+
+def cmd_worklist(args) -> int:
+    """Render the Markdown worklist from a run (or a findings JSON) plus runtime evidence."""
+    from reload_lint.render.worklist import load_evidence, render_worklist
+
+    evidence = load_evidence(Path(args.evidence)) if args.evidence else {}
+    cfg = effective_config(args)
+    if args.findings:
+        from reload_lint.render.json_ import load_report
+
+        try:
+            text = Path(args.findings).read_text(encoding="utf-8")
+            findings, _ = load_report(text)
+        except OSError as exc:
+            raise ReloadLintError(
+                f"{args.findings}: cannot read findings: {exc.strerror or exc}"
+            ) from None
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ReloadLintError(f"{args.findings}: not a findings JSON report: {exc}") from None
+        live = [f for f in findings if f.suppressed is None]
+        accepted = [f for f in findings if f.suppressed is not None]
+        source = args.source or ""
+    else:
+        plan = plan_targets(args, cfg)
+        args.show_suppressed = True
+        result = run_engine(args, cfg, plan)
+        out = apply_gate(result, cfg, plan, args, use_baseline=False)
+        live = out.reported
+        accepted = [f for f in out.suppressed if f.suppressed.startswith("allowlisted")]
+        if plan.release is not None:
+            source = f"{plan.release[0]} {plan.release[1]} release sources"
+        else:
+            source = args.source or ""
+    text = render_worklist(
+        live, evidence=evidence, accepted=accepted, title=args.title, source=source
+    )
     write_output(text, args.output)
-    return exit_code(findings, errors, args.exit_zero)
+    return EXIT_CLEAN
 
 
-__all__ = ["cmd_check", "EXIT_ERROR"]
+def cmd_rule(args) -> int:
+    """Print one rule's page (rendered from rules/RLxxx.md), or list the catalog."""
+    from reload_lint.catalog import get_rule, load_catalog, render_rule_page
+
+    if not args.code:
+        for code, doc in load_catalog().items():
+            print(f"{code}  {doc.name:<28} {doc.severity:<8} {doc.summary}")
+        return EXIT_CLEAN
+    write_output(render_rule_page(get_rule(args.code), generated_note=False), None)
+    return EXIT_CLEAN
+
+
+def cmd_gen_docs(args) -> int:
+    """Write docs/rules/ from rules/; with --check, exit 1 when the pages are stale."""
+    from reload_lint.catalog import generate_docs
+
+    out_dir = Path(args.output) if args.output else None
+    stale = generate_docs(out_dir, check=args.check)
+    verb = "stale" if args.check else "wrote"
+    for path in stale:
+        print(f"reload-lint: {verb} {path}", file=sys.stderr)
+    if args.check and stale:
+        print("reload-lint: docs/rules is stale; run `reload-lint gen-docs`", file=sys.stderr)
+        return EXIT_FINDINGS
+    return EXIT_CLEAN
+
+
+__all__ = [
+    "cmd_check",
+    "cmd_baseline",
+    "cmd_worklist",
+    "cmd_rule",
+    "cmd_gen_docs",
+    "EXIT_ERROR",
+]

@@ -5,6 +5,7 @@ Unknown keys are an error naming the key; a corrupt file is a ConfigError (exit 
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import json
 from dataclasses import dataclass, field, fields
@@ -70,6 +71,28 @@ class Config:
     def all_apply_names(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys([*self.apply_names, *self.extra_apply_names]))
 
+    def is_excluded(self, relpath: str) -> bool:
+        """Whether a base-relative posix path (or one of its folders) matches `exclude`.
+
+        Also applies to files passed by name (pre-commit), as ruff's force-exclude does.
+        """
+        return any(path_matches(p, relpath) for p in self.exclude)
+
+    def rule_enabled(self, relpath: str, code: str) -> bool:
+        """Global select/ignore, then every matching `per-path` entry in order.
+
+        A per-path `select` replaces the selection for those files; `ignore` adds to it.
+        """
+        from reload_lint.rules import selected
+
+        select, ignore = list(self.select), list(self.ignore)
+        for pp in self.per_path:
+            if path_matches(pp.pattern, relpath):
+                if pp.select:
+                    select = list(pp.select)
+                ignore = [*ignore, *pp.ignore]
+        return selected(code, select, ignore)
+
     def analysis_hash(self) -> str:
         """Hash of everything that changes analysis results (used in cache keys)."""
         payload = {
@@ -80,6 +103,32 @@ class Config:
             "per_path": [(p.pattern, p.contract) for p in self.per_path],
         }
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def path_matches(pattern: str, relpath: str) -> bool:
+    """Whether `relpath` (posix, relative to the project) or a folder above it matches `pattern`.
+
+    fnmatch semantics (`*` also crosses `/`, as in ruff's per-file-ignores), plus: a pattern
+    without `/` also matches a file or folder name at any depth (`tests`, `*_test.py`); a
+    trailing `/` is ignored; `**/` also matches zero folders.
+    """
+    pat = pattern.strip().replace("\\", "/").rstrip("/")
+    if pat.startswith("./"):
+        pat = pat[2:]
+    pat = pat.lstrip("/")
+    pats = {pat, pat.replace("**/", "")}
+    rel = relpath.replace("\\", "/")
+    if rel.startswith("./"):
+        rel = rel[2:]
+    parts = rel.split("/")
+    candidates = ["/".join(parts[: i + 1]) for i in range(len(parts))]
+    for p in pats:
+        for cand in candidates:
+            if fnmatch.fnmatchcase(cand, p):
+                return True
+        if "/" not in p and any(fnmatch.fnmatchcase(name, p) for name in parts):
+            return True
+    return False
 
 
 _LIST_KEYS = {
@@ -124,11 +173,11 @@ def parse_table(table: dict, where: str) -> Config:
                 raise ConfigError(f"{where}: `per-path` must be a table of glob -> table")
             for pattern, sub in value.items():
                 if not isinstance(sub, dict):
-                    raise ConfigError(f"{where}: `per-path.\"{pattern}\"` must be a table")
+                    raise ConfigError(f'{where}: `per-path."{pattern}"` must be a table')
                 for sk in sub:
                     if sk not in _PER_PATH_KEYS:
                         raise ConfigError(
-                            f"{where}: unknown key `{sk}` in per-path entry \"{pattern}\""
+                            f'{where}: unknown key `{sk}` in per-path entry "{pattern}"'
                         )
                 pp = PerPath(pattern=pattern)
                 if "select" in sub:

@@ -1,0 +1,55 @@
+"""GitHub Actions workflow commands: one annotation per finding on the PR diff.
+
+`::error file=PATH,line=N,col=C,endLine=M,title=RL101 name::message%0A  trace...`
+Severity maps to `error` / `warning` / `notice`; suppressed findings (with
+`--show-suppressed`) are notices. Values are escaped as the runner expects (`%`, CR, LF, and
+additionally `:` and `,` inside properties).
+"""
+
+from __future__ import annotations
+
+from reload_lint.findings import FileError, Finding
+from reload_lint.rules import RULES
+
+_COMMAND = {"error": "error", "warning": "warning", "info": "notice"}
+
+
+def escape_data(s: str) -> str:
+    return s.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def escape_property(s: str) -> str:
+    return escape_data(s).replace(":", "%3A").replace(",", "%2C")
+
+
+def _props(**kw) -> str:
+    return ",".join(f"{k}={escape_property(str(v))}" for k, v in kw.items() if v not in (None, ""))
+
+
+def annotation(f: Finding) -> str:
+    cmd = "notice" if f.suppressed is not None else _COMMAND.get(f.severity, "warning")
+    name = RULES[f.rule].name if f.rule in RULES else ""
+    title = f"{f.rule} {name}".strip()
+    body = f.message
+    if f.suppressed is not None:
+        body += f" [suppressed: {f.suppressed}]"
+    if f.trace:
+        body += "\n" + "\n".join(f"  {s.path}:{s.line}: {s.note}" for s in f.trace)
+    props = _props(
+        file=f.path,
+        line=f.line,
+        col=f.column if f.column > 0 else None,
+        endLine=f.end_line if f.end_line > f.line else None,
+        title=title,
+    )
+    return f"::{cmd} {props}::{escape_data(body)}"
+
+
+def error_annotation(e: FileError) -> str:
+    props = _props(file=e.path, line=e.line or None, title=e.rule)
+    return f"::error {props}::{escape_data(f'{e.rule} {e.message}')}"
+
+
+def render_github(findings: list[Finding], errors: list[FileError]) -> str:
+    lines = [annotation(f) for f in findings] + [error_annotation(e) for e in errors]
+    return "\n".join(lines) + ("\n" if lines else "")

@@ -1,0 +1,194 @@
+"""SARIF 2.1.0 for code-scanning uploads (GitHub, Azure DevOps, VS Code SARIF viewer).
+
+Every rule of the registry is listed under `tool.driver.rules` (stable `ruleIndex`), with its
+help taken from `rules/<CODE>*.md` when the catalog has a page. Every result carries
+`partialFingerprints` (the line-free fingerprint), the trace as a `codeFlow`, and, when it was
+suppressed inline or by an allowlist and `--show-suppressed` asked for it, a `suppressions`
+entry. Per-file errors become tool execution notifications. Paths are relative to
+`%SRCROOT%`, so the output carries no machine-specific absolute path.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import cache
+from pathlib import Path
+
+from reload_lint import __version__
+from reload_lint.findings import TOOL_NAME, FileError, Finding
+from reload_lint.rules import RULES, catalog_dir
+
+SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
+FINGERPRINT_KEY = "reloadLint/v1"
+
+_LEVEL = {"error": "error", "warning": "warning", "info": "note"}
+
+
+def _uri(path: str) -> str:
+    from urllib.parse import quote
+
+    return quote(path.replace("\\", "/"), safe="/-._~")
+
+
+def _strip_front_matter(text: str) -> str:
+    if text.startswith("---\n"):
+        end = text.find("\n---", 4)
+        if end != -1:
+            return text[end + 4 :].lstrip("\n")
+    return text
+
+
+def _section(md: str, heading: str) -> str:
+    """The first paragraph under `## <heading>` (case-insensitive), or ''."""
+    pat = re.compile(rf"^#+\s*{re.escape(heading)}\s*$", re.IGNORECASE | re.MULTILINE)
+    m = pat.search(md)
+    if not m:
+        return ""
+    rest = md[m.end() :]
+    nxt = re.search(r"^#+\s", rest, re.MULTILINE)
+    body = rest[: nxt.start()] if nxt else rest
+    paras = [p.strip() for p in body.strip().split("\n\n") if p.strip()]
+    return " ".join(paras[0].split()) if paras else ""
+
+
+@cache
+def rule_page(code: str, catalog: str | None = None) -> str:
+    """The Markdown page for `code` from the rule catalog, or '' when there is none."""
+    root = Path(catalog) if catalog else catalog_dir()
+    if not root.is_dir():
+        return ""
+    for p in sorted(root.glob(f"{code}*.md")):
+        try:
+            return _strip_front_matter(p.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError):
+            return ""
+    return ""
+
+
+def _tags(code: str) -> list[str]:
+    if code.startswith("RL9"):
+        return ["reload-lint", "diagnostic"]
+    return ["reload-lint", "weight-reload", "cuda-graphs"]
+
+
+def rule_descriptor(code: str) -> dict:
+    rule = RULES[code]
+    page = rule_page(code)
+    full = _section(page, "What it does") or rule.summary
+    desc: dict = {
+        "id": code,
+        "name": rule.name,
+        "shortDescription": {"text": rule.summary},
+        "fullDescription": {"text": full},
+        "defaultConfiguration": {"level": _LEVEL.get(rule.severity, "warning")},
+        "properties": {"tags": _tags(code)},
+    }
+    if page:
+        desc["help"] = {"text": page, "markdown": page}
+    else:
+        desc["help"] = {"text": f"{code} {rule.name}: {rule.summary}"}
+    return desc
+
+
+def _location(path: str, line: int, column: int = 1, end_line: int | None = None) -> dict:
+    region: dict = {"startLine": max(1, line), "startColumn": max(1, column)}
+    if end_line is not None and end_line >= line:
+        region["endLine"] = max(1, end_line)
+    return {
+        "physicalLocation": {
+            "artifactLocation": {"uri": _uri(path), "uriBaseId": "%SRCROOT%"},
+            "region": region,
+        }
+    }
+
+
+def _result(f: Finding, index: dict[str, int], baseline_active: bool) -> dict:
+    res: dict = {
+        "ruleId": f.rule,
+        "level": _LEVEL.get(f.severity, "warning"),
+        "message": {"text": f.message},
+        "locations": [_location(f.path, f.line, f.column, f.end_line)],
+        "partialFingerprints": {FINGERPRINT_KEY: f.fingerprint},
+        "properties": {
+            "confidence": f.confidence,
+            "contract": f.contract,
+            "symbol": f.symbol,
+            "target": f.target,
+        },
+    }
+    if f.rule in index:
+        res["ruleIndex"] = index[f.rule]
+    if f.symbol:
+        res["locations"][0]["logicalLocations"] = [
+            {"fullyQualifiedName": f.symbol, "kind": "function"}
+        ]
+    if f.trace:
+        res["codeFlows"] = [
+            {
+                "threadFlows": [
+                    {
+                        "locations": [
+                            {
+                                "location": {
+                                    **_location(s.path, s.line),
+                                    "message": {"text": s.note},
+                                }
+                            }
+                            for s in f.trace
+                        ]
+                    }
+                ]
+            }
+        ]
+    if f.suppressed is not None:
+        kind = "external" if f.suppressed.startswith("allowlisted") else "inSource"
+        res["suppressions"] = [{"kind": kind, "status": "accepted", "justification": f.suppressed}]
+    if baseline_active:
+        res["baselineState"] = "new"
+    return res
+
+
+def build_sarif(
+    findings: list[Finding],
+    errors: list[FileError],
+    *,
+    baseline_active: bool = False,
+) -> dict:
+    codes = sorted(RULES)
+    index = {c: i for i, c in enumerate(codes)}
+    notifications = [
+        {
+            "level": "error",
+            "message": {"text": f"{e.rule} {e.message}"},
+            "descriptor": {"id": e.rule},
+            "locations": [_location(e.path, e.line or 1)],
+        }
+        for e in errors
+    ]
+    run: dict = {
+        "tool": {
+            "driver": {
+                "name": TOOL_NAME,
+                "version": __version__,
+                "semanticVersion": __version__,
+                "rules": [rule_descriptor(c) for c in codes],
+            }
+        },
+        "invocations": [
+            {
+                "executionSuccessful": True,
+                "toolExecutionNotifications": notifications,
+            }
+        ],
+        "columnKind": "unicodeCodePoints",
+        "results": [_result(f, index, baseline_active) for f in findings],
+    }
+    return {"$schema": SARIF_SCHEMA, "version": "2.1.0", "runs": [run]}
+
+
+def render_sarif(
+    findings: list[Finding], errors: list[FileError], *, baseline_active: bool = False
+) -> str:
+    doc = build_sarif(findings, errors, baseline_active=baseline_active)
+    return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
