@@ -63,7 +63,12 @@ class Contract:
                 return ("RL107", "container binds a registered tensor before copy-back")
             return None
         if k in (V.OBJ, V.MODULE) and v.value == "rebuilt" and v.items:
-            return ("RL105", f"rebuilt {v.cls.split(':')[-1]} allocates tensors in its constructor")
+            name = v.cls.split(":")[-1]
+            if any(a.kind not in (V.REG, V.VIEW) for a in v.items):
+                return ("RL105", f"rebuilt {name} allocates tensors in its constructor chain")
+            if not inplace:
+                return ("RL107", f"rebuilt {name} binds registered tensors before copy-back")
+            return None
         if owner == "module":
             if k == V.FRESH:
                 if attr in buffers and not inplace:

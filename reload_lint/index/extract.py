@@ -226,6 +226,8 @@ class _Extractor:
         if isinstance(node, cst.Comparison):
             return ("k", "bool", None)
         if isinstance(node, cst.BooleanOperation):
+            if isinstance(node.operator, cst.And):
+                return ("k", "bool", None)
             # `a or b` yields one of them: keep both possibilities.
             return ("if", self.expr(node.left), self.expr(node.right))
         if isinstance(node, cst.Await):
@@ -395,7 +397,7 @@ class _Extractor:
         decos = tuple(_cst_dotted(d.decorator) or "" for d in node.decorators)
         defaults = tuple((p.name.value, self.expr(p.default)) for p in params if p.default is not None)
         annotations = tuple(
-            (p.name.value, _cst_dotted(_strip_annotation(p.annotation.annotation)) or "")
+            (p.name.value, _annotation_text(p.annotation.annotation))
             for p in params
             if p.annotation is not None
         )
@@ -476,6 +478,27 @@ class _Extractor:
             for b in blocks:
                 for s in b.body:
                     self.top(s)
+
+
+def _annotation_text(node) -> str:
+    """'pkg.Cls' for Cls-typed params, 'type:pkg.Cls' for `type[Cls]`, '' otherwise."""
+    if isinstance(node, cst.SimpleString):
+        try:
+            text = node.evaluated_value
+        except Exception:  # noqa: BLE001
+            return ""
+        return text.split("|")[0].strip() if isinstance(text, str) else ""
+    inner = _strip_annotation(node)
+    if (
+        isinstance(node, cst.Subscript)
+        and _cst_dotted(node.value) in ("type", "Type", "typing.Type")
+        and inner is not node
+    ):
+        return "type:" + (_cst_dotted(inner) or "")
+    if isinstance(inner, cst.Subscript) and _cst_dotted(inner.value) in ("type", "Type"):
+        sub = _strip_annotation(inner)
+        return "type:" + (_cst_dotted(sub) or "")
+    return _cst_dotted(inner) or ""
 
 
 def _strip_annotation(node):
