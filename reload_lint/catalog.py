@@ -294,9 +294,9 @@ def _relabel_examples(markdown: str) -> str:
     return "\n".join(out)
 
 
-def render_rule_page(doc: RuleDoc) -> str:
+def render_rule_page(doc: RuleDoc, *, generated_note: bool = True) -> str:
     lines = [
-        GENERATED_NOTE.format(code=doc.code),
+        GENERATED_NOTE.format(code=doc.code) if generated_note else "",
         "",
         f"# {doc.code}: {doc.name}",
         "",
@@ -313,7 +313,13 @@ def render_rule_page(doc: RuleDoc) -> str:
         if key not in HEADER_FIELDS:
             lines.append(f"| {key.capitalize()} | {_table_cell(value)} |")
     lines.append("")
-    text = "\n".join(line for line in lines) + "\n"
+    if any(e.kind == "INVALID" for e in doc.examples):
+        lines.append(
+            "In the examples, `# expect: RLxxx` marks the line where reload-lint reports the "
+            "finding; each example is a test in `tests/rules/test_examples.py`."
+        )
+        lines.append("")
+    text = "\n".join(lines).lstrip("\n") + "\n"
     text = re.sub(r"\n{3,}", "\n\n", text)
     return text + _render_body(doc)
 
