@@ -72,9 +72,9 @@ def _tags(code: str) -> list[str]:
     return ["reload-lint", "weight-reload", "cuda-graphs"]
 
 
-def rule_descriptor(code: str) -> dict:
+def rule_descriptor(code: str, catalog: str | None = None) -> dict:
     rule = RULES[code]
-    page = rule_page(code)
+    page = rule_page(code, catalog)
     full = _section(page, "What it does") or rule.summary
     desc: dict = {
         "id": code,
@@ -154,6 +154,7 @@ def build_sarif(
     errors: list[FileError],
     *,
     baseline_active: bool = False,
+    catalog: str | None = None,
 ) -> dict:
     codes = sorted(RULES)
     index = {c: i for i, c in enumerate(codes)}
@@ -172,7 +173,7 @@ def build_sarif(
                 "name": TOOL_NAME,
                 "version": __version__,
                 "semanticVersion": __version__,
-                "rules": [rule_descriptor(c) for c in codes],
+                "rules": [rule_descriptor(c, catalog) for c in codes],
             }
         },
         "invocations": [
