@@ -19,7 +19,7 @@ from reload_lint.config import Config
 from reload_lint.discover import SourceFile
 from reload_lint.findings import FileError
 
-EXTRACT_VERSION = "2"
+EXTRACT_VERSION = "3"
 MAX_FILE_BYTES = 8 * 1024 * 1024
 
 

@@ -107,7 +107,9 @@ def run_check(
         sf = by_module.get(module)
         return store.record(sf) if sf is not None else None
 
-    index = ProjectIndex({m: sf.rel for m, sf in by_module.items()}, loader)
+    index = ProjectIndex(
+        {m: sf.rel for m, sf in by_module.items()}, loader, _class_bases(store, by_module)
+    )
     analyzer = Analyzer(index, roots, cfg.all_apply_names(), contract_for)
     seed_modules = sorted(sf.module for sf in seeds)
     for m in seed_modules:
@@ -137,6 +139,31 @@ def run_check(
         suppressions=suppressions,
         texts=texts,
     )
+
+
+_CLASS_RE = None
+
+
+def _class_bases(store, by_module: dict) -> dict[str, list[str]]:
+    """Simple base name -> modules that declare a subclass of it (text scan, no parse)."""
+    import re
+
+    global _CLASS_RE
+    if _CLASS_RE is None:
+        _CLASS_RE = re.compile(r"^[ \t]*class[ \t]+\w+[ \t]*\(([^)]*)\)", re.M)
+    out: dict[str, list[str]] = {}
+    for mod, sf in sorted(by_module.items()):
+        text = store.texts.get(sf.rel)
+        if text is None or "class" not in text:
+            continue
+        for m in _CLASS_RE.finditer(text):
+            for base in m.group(1).split(","):
+                name = base.strip().split("[", 1)[0].rsplit(".", 1)[-1]
+                if name.isidentifier():
+                    lst = out.setdefault(name, [])
+                    if not lst or lst[-1] != mod:
+                        lst.append(mod)
+    return out
 
 
 def _selected(code: str, path: str, cfg: Config) -> bool:

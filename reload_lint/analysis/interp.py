@@ -116,6 +116,8 @@ class Analyzer:
 
     def _param_value(self, name: str, annotations: dict) -> tuple:
         ann = annotations.get(name, "")
+        if ann.startswith("type:"):
+            return (V.UNK,)
         if name in MODULE_PARAM_NAMES or (ann and any(h in ann for h in MODULE_ANNOT_HINTS)):
             return (AV(V.MODULE, src=name),)
         return (V.UNK,)
@@ -548,6 +550,8 @@ class Analyzer:
             return self.call_function(fr, mod, qn, args, kwargs, line, c.items[0])
         if k == V.CLS:
             return self.construct(fr, c.cls, args, kwargs, line)
+        if k == V.CLSSET:
+            return self.construct_any(fr, c.cls, args, kwargs, line)
         if k == V.TMETHOD:
             return self.tensor_method(fr, c.items[0], c.value, args, line)
         if k == V.CALLABLE:
@@ -722,6 +726,12 @@ class Analyzer:
         for p in params:
             if p not in env:
                 env[p] = self._param_value(p, ann) if p in ann else (V.UNK,)
+            a = ann.get(p, "")
+            if a.startswith("type:") and all(v.kind in (V.UNKNOWN, V.NONE) for v in env[p]):
+                q = self.index.qualify(mod, a[5:])
+                r = self.index.resolve(q) if q else None
+                if r and r[0] == "class":
+                    env[p] = (AV(V.CLSSET, cls=f"{r[1]}:{r[2]}"),)
         key = (
             mod,
             qn,
@@ -786,7 +796,7 @@ class Analyzer:
                 V.MODULE if is_module else V.OBJ,
                 cls=cls_key,
                 items=allocs,
-                trace=trace[:24],
+                trace=trace[:60],
                 src=f"{cname}(...)",
                 value="rebuilt",
                 conf=min((a.conf for a in allocs), key=lambda c: V.CONF_ORDER[c], default="high"),
@@ -794,6 +804,39 @@ class Analyzer:
         )
         self.memo[memo_key] = result
         return result
+
+    def construct_any(self, fr: Frame, base_key: str, args, kwargs, line) -> tuple:
+        """`experts_cls(...)` with `experts_cls: type[Base]`: any known subclass may be built."""
+        memo_key = ("ctor-any", base_key, fr.mode)
+        if memo_key not in self.memo:
+            self.memo[memo_key] = ((), [])
+            allocs: tuple = ()
+            trace: list = []
+            for sub in [base_key, *self.index.subclasses(base_key)][:60]:
+                for v in self.construct(fr, sub, args, kwargs, line):
+                    if v.items:
+                        allocs = allocs + tuple(v.items)
+                        trace.extend(v.trace)
+            self.memo[memo_key] = (allocs, trace)
+        allocs, trace = self.memo[memo_key]
+        base = base_key.split(":", 1)[1]
+        crec = self.index.class_record(base_key) or {"line": 0}
+        note = TraceStep(
+            self.index.path_of(base_key.split(":", 1)[0]),
+            crec["line"],
+            f"a `type[{base}]` parameter may build {base} or any subclass",
+        )
+        return (
+            AV(
+                V.OBJ,
+                cls=base_key,
+                items=allocs[:120],
+                trace=(note,) + tuple(trace[:150]),
+                src=f"{base}(...)",
+                value="rebuilt",
+                conf="medium",
+            ),
+        )
 
     # ------------------------------------------------------------------ stores
     def store_item(self, fr: Frame, tgt, vals, st) -> None:
@@ -808,6 +851,9 @@ class Analyzer:
             )
             return
         if base_e[0] == "a":
+            held = self.eval(fr, base_e)
+            if any(h.kind in V.TENSORISH for h in held):
+                return  # `t[i] = v` writes into t's storage: in place
             owner = self.eval(fr, base_e[1])
             if any(o.kind in (V.MODULE, V.OBJ, V.MATTR) for o in owner):
                 cont = (AV(V.CONTAINER, items=vals, value="dict"),)
@@ -836,8 +882,8 @@ class Analyzer:
                 continue
             if fr.mode == "post":
                 owner = {V.MODULE: "module", V.OBJ: "object", V.MATTR: "held"}.get(r.kind)
-                if r.kind in (V.REG, V.VIEW) and attr == "data":
-                    owner = "data"
+                if attr == "data" and r.kind in (V.REG, V.VIEW, V.MATTR, V.PARAM, V.FRESH):
+                    owner = "data" if r.kind != V.FRESH else None
                 if owner is None:
                     continue
                 for v in vals:
@@ -880,8 +926,10 @@ class Analyzer:
             trace.append(TraceStep(step.path, step.line, f"reached from {step.note.replace('calls ', '')}"))
         trace.append(fr.chain[0])
         dedup: list[TraceStep] = []
+        seen_lines: set[tuple[str, int]] = set()
         for s in trace:
-            if s not in dedup:
+            if (s.path, s.line) not in seen_lines:
+                seen_lines.add((s.path, s.line))
                 dedup.append(s)
         rule_meta = RULES[rule]
         self.findings[key] = Finding(
@@ -895,7 +943,7 @@ class Analyzer:
             message=contract.message(rule, target, v, why),
             severity=rule_meta.severity,
             confidence=conf or v.conf,
-            trace=dedup[:40],
+            trace=dedup[:80],
             contract=contract.name,
         )
         return key

@@ -15,6 +15,7 @@ MATTR = "mattr"  # a module attribute of unknown nature (not a known registered 
 MODULE = "module"  # an nn.Module
 OBJ = "obj"  # a non-Module object (kernel, quant method, experts, config)
 CLS = "cls"  # a class object
+CLSSET = "clsset"  # some subclass of cls (a `type[Base]` parameter)
 REF = "ref"  # a qualified name not (yet) resolved: module, external function, ...
 FUNC = "func"  # a project function (value = "module:qualname")
 BOUND = "bound"  # a bound method (value = "module:qualname", items = (self values,))

@@ -489,6 +489,15 @@ def _annotation_text(node) -> str:
             return ""
         return text.split("|")[0].strip() if isinstance(text, str) else ""
     inner = _strip_annotation(node)
+    if isinstance(inner, cst.SimpleString) and inner is not node:
+        try:
+            text = inner.evaluated_value
+        except Exception:  # noqa: BLE001
+            text = ""
+        name = text.split("|")[0].strip() if isinstance(text, str) else ""
+        if isinstance(node, cst.Subscript) and _cst_dotted(node.value) in ("type", "Type"):
+            return "type:" + name
+        return name
     if (
         isinstance(node, cst.Subscript)
         and _cst_dotted(node.value) in ("type", "Type", "typing.Type")

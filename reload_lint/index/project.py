@@ -24,9 +24,19 @@ TORCH_PARAMETER = {"torch.nn.Parameter", "torch.nn.parameter.Parameter"}
 
 
 class ProjectIndex:
-    def __init__(self, module_paths: dict[str, str], loader: Callable[[str], dict | None]):
-        """module_paths: dotted module name -> relative path; loader(module) -> record."""
+    def __init__(
+        self,
+        module_paths: dict[str, str],
+        loader: Callable[[str], dict | None],
+        class_bases: dict[str, list[str]] | None = None,
+    ):
+        """module_paths: dotted module name -> relative path; loader(module) -> record.
+
+        class_bases: simple base-class name -> modules declaring a class with that base
+        (a cheap text scan, so subclasses can be found without parsing every file).
+        """
         self.module_paths = module_paths
+        self.class_bases = class_bases or {}
         self._loader = loader
         self._records: dict[str, dict | None] = {}
         self._is_module_cache: dict[str, bool] = {}
@@ -197,6 +207,45 @@ class ProjectIndex:
             if crec and name in crec["methods"]:
                 return (k.partition(":")[0], crec["methods"][name])
         return None
+
+    def subclasses(self, key: str) -> list[str]:
+        """Known project subclasses of class `key` (transitively), sorted, verified by MRO."""
+        base_name = key.split(":", 1)[1].rsplit(".", 1)[-1]
+        names = [base_name]
+        cand_mods: set[str] = set()
+        seen = {base_name}
+        while names:
+            n = names.pop()
+            for mod in self.class_bases.get(n, ()):
+                if mod in cand_mods:
+                    continue
+                cand_mods.add(mod)
+        # expand by names of classes found in candidate modules (multi-level hierarchies)
+        changed = True
+        while changed:
+            changed = False
+            for mod in sorted(cand_mods):
+                rec = self.record(mod)
+                if rec is None:
+                    continue
+                for cqn in rec["classes"]:
+                    short = cqn.rsplit(".", 1)[-1]
+                    if short not in seen:
+                        seen.add(short)
+                        for m2 in self.class_bases.get(short, ()):
+                            if m2 not in cand_mods:
+                                cand_mods.add(m2)
+                                changed = True
+        out = []
+        for mod in sorted(cand_mods):
+            rec = self.record(mod)
+            if rec is None:
+                continue
+            for cqn in sorted(rec["classes"]):
+                ck = f"{mod}:{cqn}"
+                if ck != key and key in self.mro(ck):
+                    out.append(ck)
+        return out
 
     def function(self, module: str, qn: str) -> dict | None:
         rec = self.record(module)

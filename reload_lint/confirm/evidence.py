@@ -1,0 +1,69 @@
+"""The evidence record: one per (site, side), plain JSON, merged by the worklist by fingerprint.
+
+The schema is documented in docs/runner.md. Fields are only ever added; a breaking change bumps
+EVIDENCE_SCHEMA_VERSION.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from reload_lint import __version__
+from reload_lint.fsutil import atomic_write_text
+
+EVIDENCE_SCHEMA_VERSION = "1.0"
+
+VERDICTS = ("red", "green", "inconclusive")
+FAILURES = ("livelock", "illegal access", "stale read", "moved", "freed")
+
+
+@dataclass
+class Evidence:
+    """What the runner established about one static finding, on one side of its fix."""
+
+    fingerprint: str
+    rule: str
+    path: str
+    line: int
+    symbol: str
+    target: str
+    verdict: str  # red | green | inconclusive
+    failure: str | None  # livelock | illegal access | stale read | moved | freed | None
+    reason: str
+    fixed: bool = False
+    recipe: str | None = None
+    family: str | None = None
+    device: str = "cpu"
+    reload_path: str | None = None  # "vllm-layerwise" | "simulated-copy-back"
+    fix: str | None = None  # description of the fix applied (fixed side) or isolation fixes
+    isolation: list[str] = field(default_factory=list)  # sibling fixes applied on the bug side
+    census: dict = field(default_factory=dict)
+    pressure: dict = field(default_factory=dict)
+    replay: dict = field(default_factory=dict)
+    stages: list[dict] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    elapsed_s: float = 0.0
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def evidence_document(records: list[Evidence], *, device: str, env: dict | None = None) -> dict:
+    counts = {v: 0 for v in VERDICTS}
+    for r in records:
+        counts[r.verdict] = counts.get(r.verdict, 0) + 1
+    return {
+        "schema_version": EVIDENCE_SCHEMA_VERSION,
+        "tool": {"name": "reload-lint", "version": __version__},
+        "device": device,
+        "environment": {"python": platform.python_version(), **(env or {})},
+        "evidence": [r.to_json() for r in records],
+        "summary": counts,
+    }
+
+
+def write_evidence(path: Path, document: dict) -> None:
+    atomic_write_text(Path(path), json.dumps(document, indent=2, sort_keys=False) + "\n")

@@ -1,0 +1,48 @@
+"""Harness recipes keyed by kernel family.
+
+Built in: Marlin and Machete mixed-precision linear kernels (through the real AutoGPTQ linear
+method's ``create_weights`` and weight loaders), the dense FP8 Marlin fallback (through the real
+``Fp8LinearMethod``), CUTLASS FP8 grouped-GEMM MoE experts, and a generic fallback for classes
+with a post-load hook and an apply method. ``--recipes MODULE`` imports more (the CPU fixture
+kernels in tests/runtime use this).
+"""
+
+from __future__ import annotations
+
+from reload_lint.confirm.recipes.base import REGISTRY, Built, Fix, Recipe, register
+
+_BUILTIN_LOADED = False
+
+
+def load_builtin() -> None:
+    global _BUILTIN_LOADED
+    if _BUILTIN_LOADED:
+        return
+    _BUILTIN_LOADED = True
+    from reload_lint.confirm.recipes import vllm_linear, vllm_moe  # noqa: F401
+
+
+def get_recipe(name: str) -> Recipe:
+    load_builtin()
+    from reload_lint.confirm.recipes.generic import GenericRecipe
+
+    for r in REGISTRY:
+        if r.name == name:
+            return r
+    if name.startswith(GenericRecipe.prefix):
+        return GenericRecipe.from_name(name)
+    raise KeyError(f"no recipe named {name!r}")
+
+
+def find_recipe(finding) -> tuple[Recipe | None, str]:
+    """The recipe for a finding, else the generic fallback, else None and why."""
+    load_builtin()
+    r = REGISTRY.find(finding)
+    if r is not None:
+        return r, ""
+    from reload_lint.confirm.recipes.generic import GenericRecipe
+
+    return GenericRecipe.for_finding(finding)
+
+
+__all__ = ["Built", "Fix", "Recipe", "register", "get_recipe", "find_recipe", "REGISTRY"]

@@ -1,0 +1,252 @@
+"""The capture-time manifest and the post-reload census.
+
+At capture the manifest records a weak reference to every storage a graph could bake in, from
+two sources that cover each other's blind spots:
+
+* the attribute walk (``walk.py``) of the layer and everything reachable from it, which names
+  each tensor (``layer.quant_method.kernel.workspace``);
+* a ``TorchDispatchMode`` active while the graph is captured, which records every tensor an op
+  reads that was not produced by an earlier op of the same capture. It finds tensors no
+  attribute path reaches (a module-level dict, a global cache).
+
+After the reload, the census reports per recorded storage whether it was freed (its weak
+reference expired: the graph now holds a dangling address) and, per named path, whether the slot
+moved (the path now resolves to a different storage: the graph reads the old one).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from torch.multiprocessing.reductions import StorageWeakRef
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+from reload_lint.confirm.walk import TensorHit, walk_tensors
+
+
+def storage_key(t: torch.Tensor) -> int | None:
+    if t.is_meta:
+        return None
+    try:
+        return t.untyped_storage()._cdata
+    except (RuntimeError, NotImplementedError):
+        return None
+
+
+class DispatchRecorder(TorchDispatchMode):
+    """Records the storages ops read during a capture that the capture did not produce.
+
+    With ``keep_log`` it also keeps the op sequence, so that on CPU (no CUDA graphs) the capture
+    can be replayed like a graph: the same ops on the same captured tensor objects (see
+    ``cpugraph.py``).
+    """
+
+    def __init__(self, keep_log: bool = False):
+        super().__init__()
+        self.produced: set[int] = set()
+        self.external: dict[int, dict] = {}
+        self.keep_log = keep_log
+        self.log: list[tuple] = []
+        self.ops = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        self.ops += 1
+        flat, _ = tree_flatten((args, kwargs))
+        for i, a in enumerate(flat):
+            if not isinstance(a, torch.Tensor):
+                continue
+            key = storage_key(a)
+            if key is None or key in self.produced or key in self.external:
+                continue
+            st = a.untyped_storage()
+            self.external[key] = {
+                "ref": StorageWeakRef(st),
+                "data_ptr": st.data_ptr(),
+                "nbytes": st.nbytes(),
+                "dtype": str(a.dtype).replace("torch.", ""),
+                "shape": list(a.shape),
+                "op": str(func),
+                "arg": i,
+                "tensor_ref": _weak_tensor(a) if self.keep_log else None,
+            }
+        out = func(*args, **kwargs)
+        for o in tree_flatten(out)[0]:
+            if isinstance(o, torch.Tensor):
+                key = storage_key(o)
+                if key is not None and key not in self.external:
+                    self.produced.add(key)
+        if self.keep_log:
+            self.log.append((func, args, kwargs, out))
+        return out
+
+
+def _weak_tensor(t: torch.Tensor):
+    import weakref
+
+    try:
+        return weakref.ref(t)
+    except TypeError:  # pragma: no cover
+        return None
+
+
+@dataclass
+class Entry:
+    """One recorded graph-visible storage."""
+
+    key: int
+    ref: StorageWeakRef = field(repr=False)
+    data_ptr: int
+    nbytes: int
+    dtype: str
+    shape: list[int]
+    paths: list[str] = field(default_factory=list)
+    hits: list[TensorHit] = field(default_factory=list, repr=False)
+    sources: set[str] = field(default_factory=set)  # {"walk", "dispatch"}
+    op: str | None = None
+    is_input: bool = False
+
+
+class Manifest:
+    """Storages recorded at capture: the union of the attribute walk and the dispatch recorder."""
+
+    def __init__(self, roots: dict[str, object]):
+        self.roots = roots
+        self.entries: dict[int, Entry] = {}
+        self.path_keys: dict[str, int] = {}
+
+    @classmethod
+    def record(
+        cls,
+        roots: dict[str, object],
+        recorder: DispatchRecorder | None,
+        inputs: list[torch.Tensor] = (),
+    ) -> Manifest:
+        m = cls(roots)
+        input_keys = {storage_key(t) for t in inputs}
+        for hit in walk_tensors(roots):
+            t = hit.tensor
+            key = storage_key(t)
+            if key is None:
+                continue
+            e = m.entries.get(key)
+            if e is None:
+                st = t.untyped_storage()
+                e = Entry(
+                    key=key,
+                    ref=StorageWeakRef(st),
+                    data_ptr=st.data_ptr(),
+                    nbytes=st.nbytes(),
+                    dtype=str(t.dtype).replace("torch.", ""),
+                    shape=list(t.shape),
+                )
+                m.entries[key] = e
+            e.sources.add("walk")
+            e.paths.append(hit.path)
+            e.hits.append(hit)
+            m.path_keys[hit.path] = key
+        if recorder is not None:
+            for key, info in recorder.external.items():
+                e = m.entries.get(key)
+                if e is None:
+                    e = Entry(
+                        key=key,
+                        ref=info["ref"],
+                        data_ptr=info["data_ptr"],
+                        nbytes=info["nbytes"],
+                        dtype=info["dtype"],
+                        shape=info["shape"],
+                    )
+                    m.entries[key] = e
+                e.sources.add("dispatch")
+                e.op = e.op or info["op"]
+        for e in m.entries.values():
+            if e.key in input_keys:
+                e.is_input = True
+        return m
+
+    def graph_visible(self) -> list[Entry]:
+        """Entries an op read during capture (dispatch), plus walk-only ones when no recorder ran."""
+        has_dispatch = any("dispatch" in e.sources for e in self.entries.values())
+        out = []
+        for e in self.entries.values():
+            if e.is_input:
+                continue
+            if not has_dispatch or "dispatch" in e.sources:
+                out.append(e)
+        return out
+
+
+@dataclass
+class CensusRow:
+    path: str
+    key: int
+    sources: list[str]
+    graph_visible: bool
+    freed: bool
+    moved: bool
+    old_ptr: int
+    new_ptr: int | None
+    nbytes: int
+    dtype: str
+    shape: list[int]
+    op: str | None = None
+
+    def to_json(self) -> dict:
+        return {
+            "path": self.path,
+            "sources": self.sources,
+            "graph_visible": self.graph_visible,
+            "freed": self.freed,
+            "moved": self.moved,
+            "old_ptr": hex(self.old_ptr),
+            "new_ptr": hex(self.new_ptr) if self.new_ptr is not None else None,
+            "nbytes": self.nbytes,
+            "dtype": self.dtype,
+            "shape": self.shape,
+            "op": self.op,
+        }
+
+
+def take_census(manifest: Manifest) -> list[CensusRow]:
+    """Per recorded path (and per unnamed dispatch storage): freed? moved?"""
+    now: dict[str, tuple[int, int]] = {}
+    for hit in walk_tensors(manifest.roots):
+        key = storage_key(hit.tensor)
+        if key is not None:
+            now[hit.path] = (key, hit.tensor.untyped_storage().data_ptr())
+    visible = {e.key for e in manifest.graph_visible()}
+    rows: list[CensusRow] = []
+    for e in manifest.entries.values():
+        if e.is_input:
+            continue
+        freed = e.ref.expired()
+        paths = e.paths or [f"<dispatch:{e.op}#{len(rows)}>"]
+        for path in paths:
+            cur = now.get(path) if e.paths else None
+            if e.paths:
+                moved = cur is None or cur[0] != e.key
+                new_ptr = cur[1] if cur is not None else None
+            else:
+                moved = freed
+                new_ptr = None
+            rows.append(
+                CensusRow(
+                    path=path,
+                    key=e.key,
+                    sources=sorted(e.sources),
+                    graph_visible=e.key in visible,
+                    freed=freed,
+                    moved=moved,
+                    old_ptr=e.data_ptr,
+                    new_ptr=new_ptr,
+                    nbytes=e.nbytes,
+                    dtype=e.dtype,
+                    shape=e.shape,
+                    op=e.op,
+                )
+            )
+    rows.sort(key=lambda r: r.path)
+    return rows

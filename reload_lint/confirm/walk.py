@@ -1,0 +1,168 @@
+"""Attribute walk: every tensor reachable from a set of root objects, with a readable path.
+
+Unlike a getattr-per-segment resolver, the walk looks through dicts, lists, tuples, sets,
+``functools.partial`` (func, args, keywords), closure cells, default arguments, bound methods
+and the ``__dict__``/``__slots__`` of arbitrary nested objects, so a tensor captured inside a
+partial's keywords (Machete's ``act_perm``) is found and named
+``layer.quant_method.kernel.act_perm.kw[perm]``.
+
+Each hit keeps the chain of (owner classes, attribute) steps so a finding's target
+(``self.act_perm`` in ``MacheteLinearKernel``) can be linked to it without string guessing.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import types
+from dataclasses import dataclass, field
+
+try:  # torch is optional for the package; the walk is only used where torch exists
+    import torch
+except ImportError:  # pragma: no cover - exercised only without the runtime extra
+    torch = None  # type: ignore[assignment]
+
+MAX_DEPTH = 12
+MAX_NODES = 50_000
+
+_ATOMS = (str, bytes, bytearray, int, float, complex, bool, type(None), range, slice, enum.Enum)
+
+
+@dataclass(frozen=True)
+class Step:
+    owner: tuple[str, ...]  # class names in the owner's MRO
+    label: str  # "workspace", "kw[perm]", "[0]", "<closure:perm>", ...
+    attr: bool  # True when label is a plain attribute name
+
+
+@dataclass
+class TensorHit:
+    path: str
+    steps: tuple[Step, ...]
+    tensor: object = field(repr=False)
+
+    def attr_chain(self) -> list[tuple[tuple[str, ...], str]]:
+        return [(s.owner, s.label) for s in self.steps if s.attr]
+
+
+def _mro_names(obj: object) -> tuple[str, ...]:
+    return tuple(c.__name__ for c in type(obj).__mro__)
+
+
+def _skip(obj: object) -> bool:
+    if isinstance(obj, _ATOMS):
+        return True
+    if isinstance(obj, (type, types.ModuleType, types.BuiltinFunctionType, types.CodeType)):
+        return True
+    if torch is not None and isinstance(obj, (torch.dtype, torch.device, torch.Size)):
+        return True
+    mod = type(obj).__module__ or ""
+    return mod.startswith(("logging", "threading", "_thread", "weakref", "inspect"))
+
+
+def walk_tensors(roots: dict[str, object]) -> list[TensorHit]:
+    """Every (path, tensor) reachable from ``roots``; objects are expanded once (first path)."""
+    if torch is None:  # pragma: no cover
+        return []
+    hits: list[TensorHit] = []
+    seen: set[int] = set()
+    budget = [MAX_NODES]
+    queue: list[tuple[object, str, tuple[Step, ...], int]] = [
+        (obj, name, (), 0) for name, obj in roots.items()
+    ]
+    # breadth-first so the shortest path names each tensor
+    while queue:
+        nxt: list[tuple[object, str, tuple[Step, ...], int]] = []
+        for obj, path, steps, depth in queue:
+            if obj is None or budget[0] <= 0:
+                continue
+            if isinstance(obj, torch.Tensor):
+                # every path to a tensor is kept: a registered parameter that is also bound
+                # into a partial is two slots, and only one of them is protected by copy-back
+                if not obj.is_meta:
+                    hits.append(TensorHit(path, steps, obj))
+                continue
+            if id(obj) in seen:
+                continue
+            if _skip(obj) or depth >= MAX_DEPTH:
+                continue
+            seen.add(id(obj))
+            budget[0] -= 1
+            for child, label, is_attr in _children(obj):
+                step = Step(_mro_names(obj), label, is_attr)
+                sep = "" if label.startswith("[") else "."
+                nxt.append((child, f"{path}{sep}{label}", (*steps, step), depth + 1))
+        queue = nxt
+    return hits
+
+
+def _children(obj: object):
+    """(child, label, is_attribute) for one object."""
+    if isinstance(obj, functools.partial):
+        yield obj.func, "func", False
+        for i, a in enumerate(obj.args):
+            yield a, f"args[{i}]", False
+        for k, v in (obj.keywords or {}).items():
+            yield v, f"kw[{k}]", False
+        return
+    if isinstance(obj, types.MethodType):
+        yield obj.__func__, "__func__", False
+        yield obj.__self__, "__self__", False
+        return
+    if isinstance(obj, types.FunctionType):
+        names = obj.__code__.co_freevars
+        for name, cell in zip(names, obj.__closure__ or ()):
+            try:
+                val = cell.cell_contents
+            except ValueError:  # empty cell
+                continue
+            yield val, f"<closure:{name}>", False
+        defaults = obj.__defaults__ or ()
+        argnames = obj.__code__.co_varnames[: obj.__code__.co_argcount]
+        for name, val in zip(argnames[len(argnames) - len(defaults) :], defaults):
+            yield val, f"<default:{name}>", False
+        for name, val in (obj.__kwdefaults__ or {}).items():
+            yield val, f"<default:{name}>", False
+        wrapped = getattr(obj, "__wrapped__", None)
+        if wrapped is not None:
+            yield wrapped, "__wrapped__", False
+        return
+    if isinstance(obj, dict):
+        for k, v in list(obj.items()):
+            yield v, f"[{k!r}]" if not isinstance(k, str) else f"[{k}]", False
+        return
+    if isinstance(obj, (list, tuple)):
+        for i, v in enumerate(obj):
+            yield v, f"[{i}]", False
+        return
+    if isinstance(obj, (set, frozenset)):
+        for i, v in enumerate(sorted(obj, key=id)):
+            yield v, f"[#{i}]", False
+        return
+    if torch is not None and isinstance(obj, torch.nn.Module):
+        for name, p in obj._parameters.items():
+            yield p, name, True
+        for name, b in obj._buffers.items():
+            yield b, name, True
+        for name, m in obj._modules.items():
+            yield m, name, True
+        skip = {"_parameters", "_buffers", "_modules"}
+        for name, v in list(vars(obj).items()):
+            if name in skip or name.startswith("_forward") or name.startswith("_backward"):
+                continue
+            if name.endswith("_hooks") or name.endswith("_hooks_with_kwargs"):
+                continue
+            yield v, name, True
+        return
+    d = getattr(obj, "__dict__", None)
+    if isinstance(d, dict):
+        for name, v in list(d.items()):
+            yield v, name, True
+    for cls in type(obj).__mro__:
+        for name in getattr(cls, "__slots__", ()) or ():
+            if name in ("__dict__", "__weakref__"):
+                continue
+            try:
+                yield getattr(obj, name), name, True
+            except AttributeError:
+                continue
