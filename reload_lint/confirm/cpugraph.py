@@ -36,7 +36,7 @@ class CpuGraph:
         self._static_out = static_out
         produced = set()
         self._external: dict[int, tuple] = {}  # id(tensor) -> (weakref, shape, dtype)
-        for func, args, kwargs, out in self._log:
+        for _func, args, kwargs, out in self._log:
             for a in tree_flatten((args, kwargs))[0]:
                 if isinstance(a, torch.Tensor) and id(a) not in produced:
                     if id(a) not in self._external:
@@ -82,7 +82,7 @@ class CpuGraph:
             nkwargs = tree_map(resolve, kwargs, is_leaf=lambda x: isinstance(x, _Ext))
             res = func(*nargs, **nkwargs)
             flat_out = tree_flatten(out, is_leaf=lambda x: isinstance(x, _Ext))[0]
-            for o, r in zip(flat_out, tree_flatten(res)[0]):
+            for o, r in zip(flat_out, tree_flatten(res)[0], strict=False):
                 if isinstance(o, torch.Tensor):
                     mapping[id(o)] = r
         return mapping.get(id(self._static_out), self._static_out)

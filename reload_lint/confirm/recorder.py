@@ -145,6 +145,7 @@ class Manifest:
                 m.entries[key] = e
             e.sources.add("walk")
             e.paths.append(hit.path)
+            hit.tensor = None  # the manifest holds weak references only
             e.hits.append(hit)
             m.path_keys[hit.path] = key
         if recorder is not None:

@@ -148,7 +148,11 @@ def decide(finding: Finding, msgs: list[dict], outcome: dict, fixed: bool) -> tu
         if outcome["status"] == "timeout":
             return "inconclusive", None, f"timed out {outcome['stage']}"
         if outcome["status"] == "died":
-            return "inconclusive", None, f"child died {outcome['stage']} (exit {outcome['exitcode']})"
+            return (
+                "inconclusive",
+                None,
+                f"child died {outcome['stage']} (exit {outcome['exitcode']})",
+            )
         return "inconclusive", None, "no census was taken"
     rows = census["rows"]
     linked = [r for r in rows if r["path"] in set(census["linked"])]
@@ -208,8 +212,10 @@ def decide(finding: Finding, msgs: list[dict], outcome: dict, fixed: bool) -> tu
     # target stable
     if rfail is None:
         extra = f" ({len(others)} other storages escaped)" if others else ""
-        return "green", None, f"target stable ({len(linked)} storage(s)); replay matches cold B" + (
-            extra
+        return (
+            "green",
+            None,
+            f"target stable ({len(linked)} storage(s)); replay matches cold B" + (extra),
         )
     if fixed:
         other_txt = ", ".join(fmt(r) for r in others[:4]) or "none recorded"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gc
 import importlib
+import math
 import os
 import time
 import traceback
@@ -28,11 +29,12 @@ def compare(out, ref) -> dict:
     max_abs = float(diff.max()) if diff.numel() else 0.0
     scale = float(ref.abs().max()) if ref.numel() else 0.0
     rel = max_abs / (scale + 1e-12)
+    ok = math.isfinite(rel)
     return {
-        "match": finite and rel <= 1e-2,
+        "match": finite and ok and rel <= 1e-2,
         "bitwise": bool(torch.equal(out, ref)),
-        "max_abs": max_abs if max_abs == max_abs else None,
-        "rel": rel if rel == rel else None,
+        "max_abs": max_abs if math.isfinite(max_abs) else None,
+        "rel": rel if ok else None,
         "finite": finite,
     }
 
@@ -169,9 +171,7 @@ def run_site(conn, spec: dict) -> None:
             "capture",
             walk=sum(1 for e in manifest.entries.values() if "walk" in e.sources),
             dispatch=sum(1 for e in manifest.entries.values() if "dispatch" in e.sources),
-            dispatch_only=[
-                e.op for e in manifest.entries.values() if e.sources == {"dispatch"}
-            ],
+            dispatch_only=[e.op for e in manifest.entries.values() if e.sources == {"dispatch"}],
             graph_visible=len(manifest.graph_visible()),
             ops=rec.ops,
             replay_before_reload=replay_a,

@@ -111,7 +111,7 @@ def _children(obj: object):
         return
     if isinstance(obj, types.FunctionType):
         names = obj.__code__.co_freevars
-        for name, cell in zip(names, obj.__closure__ or ()):
+        for name, cell in zip(names, obj.__closure__ or (), strict=False):
             try:
                 val = cell.cell_contents
             except ValueError:  # empty cell
@@ -119,7 +119,7 @@ def _children(obj: object):
             yield val, f"<closure:{name}>", False
         defaults = obj.__defaults__ or ()
         argnames = obj.__code__.co_varnames[: obj.__code__.co_argcount]
-        for name, val in zip(argnames[len(argnames) - len(defaults) :], defaults):
+        for name, val in zip(argnames[len(argnames) - len(defaults) :], defaults, strict=False):
             yield val, f"<default:{name}>", False
         for name, val in (obj.__kwdefaults__ or {}).items():
             yield val, f"<default:{name}>", False
