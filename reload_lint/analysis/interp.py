@@ -399,7 +399,11 @@ class Analyzer:
                     out = V.union(out, (AV(V.REF, value=q),))
             elif k in (V.MODULE, V.OBJ):
                 m = self.index.lookup_method(b.cls, attr) if b.cls else None
-                if m is not None:
+                mf = self.index.function(*m) if m is not None else None
+                if mf is not None and any(d.endswith("property") for d in mf["decos"]):
+                    got = self.call_function(fr, m[0], m[1], (), (), _line_of(e, fr), (b,))
+                    out = V.union(out, got)
+                elif m is not None:
                     out = V.union(out, (AV(V.BOUND, value=f"{m[0]}:{m[1]}", items=((b,),)),))
                 elif k == V.MODULE:
                     if attr in self.registered_names() or attr in self.buffer_names():
@@ -452,6 +456,12 @@ class Analyzer:
             special = self.method_special(fr, recv, meth, func, args_e, kwargs_e, e)
             if special is not None:
                 return special
+            if meth in T.TENSOR_ONLY_METHODS and all(r.kind == V.UNKNOWN for r in recv):
+                for a in args_e:
+                    self.eval(fr, a)
+                return self._fresh(
+                    fr, line, f"`.{meth}()` on `{self.render(func[1])}` (assumed a tensor)", "low"
+                )
             callee = self.eval_attr(fr, recv, meth, func)
         else:
             callee = self.eval(fr, func)

@@ -227,3 +227,34 @@ def is_custom_op(qualified: str) -> bool:
     return any(
         p in ("_custom_ops", "_C", "_moe_C", "sgl_kernel", "_rocm_C", "custom_ops") for p in parts[:-1]
     )
+
+
+# Method names that, called on a value of unknown type, almost always mean "this is a tensor".
+TENSOR_ONLY_METHODS = frozenset(
+    {
+        "reshape",
+        "view",
+        "contiguous",
+        "float",
+        "half",
+        "bfloat16",
+        "to",
+        "clone",
+        "t",
+        "transpose",
+        "permute",
+        "flatten",
+        "unsqueeze",
+        "squeeze",
+        "repeat",
+        "repeat_interleave",
+        "cuda",
+        "argsort",
+        "reciprocal",
+        "expand",
+        "narrow",
+        "detach",
+        "type_as",
+        "view_as",
+    }
+)
