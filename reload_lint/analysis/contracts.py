@@ -8,6 +8,12 @@ means safe; everything stored elsewhere moves.
 objects the module holds at that moment, nothing is copied back. Only in-place writes (and the
 codebase's own storage-preserving helpers) keep storage; registering a new Parameter or buffer,
 or swapping `.data`, moves it on every update.
+
+A contract can name storage-preserving helpers by qualified name (`preserving-helpers` in
+`[tool.reload-lint]`, plus the built-in list of the engine the contract describes). A call to
+one is treated as keeping the storage of what it writes; its body is not judged. Helpers whose
+body only writes in place (`dst.copy_(src)`) need no name: the analysis sees that on its own.
+See docs/contracts.md.
 """
 
 from __future__ import annotations
@@ -20,6 +26,54 @@ from reload_lint.summaries.torchapi import SHAPE_CHANGING
 
 CONTRACT_NAMES = ("vllm-layerwise", "inplace-only")
 
+# SGLang 0.5.23's copy-or-rebind helpers: each copies into the existing storage when shape and
+# dtype match and binds new storage only when they do not (the first post-load, when the
+# checkpoint layout differs from the runtime layout); every later update copies in place.
+# Path-insensitive analysis cannot see that guard, so they are named. Citations: docs/contracts.md.
+SGLANG_PRESERVING = (
+    # `param.data.copy_(new)` if shape/dtype match, else `param.data = new`; setattr a
+    # Parameter only when no Parameter is there yet (srt/layers/utils/common.py:58)
+    "sglang.srt.layers.utils.common.copy_or_rebind_param",
+    # broadcast-copy into the source Parameter and alias it, else copy_or_rebind_param (:74)
+    "sglang.srt.layers.utils.common.alias_or_bind_derived_param",
+    # `target.copy_(source); return target` when a target exists (srt/utils/common.py:3950)
+    "sglang.srt.utils.common.bind_or_assign",
+    # the same shape as bind_or_assign (srt/layers/attention/deepseek_v4_backend.py:386)
+    "sglang.srt.layers.attention.deepseek_v4_backend._copy_or_replace",
+    # nested copy-or-rebind in the MXFP8 MoE post-load (srt/layers/quantization/fp8.py:2554)
+    "sglang.srt.layers.quantization.fp8.Fp8MoEMethod._process_mxfp8_moe_weights"
+    ".<locals>._copy_or_rebind",
+)
+
+BUILTIN_PRESERVING: dict[str, tuple[str, ...]] = {
+    "vllm-layerwise": (),
+    "inplace-only": SGLANG_PRESERVING,
+}
+
+
+def _name_matches(declared: str, qualified: str) -> bool:
+    """Whether a declared helper name denotes the function the analysis reached.
+
+    - the same qualified name;
+    - one is the other's trailing dotted components, at least `module.function` (a tree
+      audited from inside its package, or a namespace package the index names shorter);
+    - the same function name, one module path a parent package of the other (a re-export:
+      `pkg.utils.f` for `pkg.utils.common.f`, the way `from .common import *` publishes it).
+    """
+    if declared == qualified:
+        return True
+    d_parts, q_parts = declared.split("."), qualified.split(".")
+    if d_parts[-1] != q_parts[-1]:
+        return False
+    short, long_ = sorted((d_parts, q_parts), key=len)
+    if len(short) >= 2 and long_[-len(short) :] == short:
+        return True
+    d_mod, q_mod = d_parts[:-1], q_parts[:-1]
+    if not d_mod or not q_mod:
+        return False
+    a, b = sorted((d_mod, q_mod), key=len)
+    return b[: len(a)] == a
+
 
 @dataclass
 class Contract:
@@ -27,12 +81,14 @@ class Contract:
     preserving: frozenset = field(default_factory=frozenset)
 
     def preserves(self, qualified: str) -> bool:
-        if not self.preserving:
+        """Whether a call to `qualified` keeps the storage of what it writes.
+
+        `qualified` is `module.qualname` for a project function (nested functions as
+        `outer.<locals>.inner`) or the qualified spelling of a call the index cannot resolve.
+        """
+        if not self.preserving or not qualified:
             return False
-        if qualified in self.preserving:
-            return True
-        short = qualified.rsplit(".", 1)[-1]
-        return any(p.rsplit(".", 1)[-1] == short and p.endswith(qualified) for p in self.preserving)
+        return any(_name_matches(p, qualified) for p in self.preserving)
 
     # store judgement -------------------------------------------------------------------
     def judge_store(self, owner: str, attr: str, v: AV, buffers: set[str], st, fr):  # noqa: C901
@@ -71,8 +127,11 @@ class Contract:
             return None
         if owner == "module":
             if k == V.FRESH:
-                if attr in buffers and not inplace:
-                    return None
+                if attr in buffers:
+                    if not inplace:
+                        return None
+                    # Module.__setattr__ puts it in _buffers: a new buffer storage
+                    return ("RL109", "assigning to a buffer name registers a new buffer")
                 return ("RL101", "plain tensor attribute, not registered")
             if k == V.PARAM:
                 if inplace and v.value != "alias":
@@ -121,4 +180,6 @@ class Contract:
 
 
 def make_contract(name: str, preserving=()) -> Contract:
-    return Contract(name=name, preserving=frozenset(preserving))
+    """The named contract, knowing its built-in helpers plus `preserving` (from config)."""
+    names = [*BUILTIN_PRESERVING.get(name, ()), *preserving]
+    return Contract(name=name, preserving=frozenset(n.strip() for n in names if n.strip()))
