@@ -173,3 +173,35 @@ def test_real_report_is_valid_sarif(tree, baseline, capsys, monkeypatch):
     results = doc["runs"][0]["results"]
     assert len(results) == len(baseline["entries"])
     assert all(r["partialFingerprints"]["reloadLint/v1"] for r in results)
+
+
+def test_shipped_vllm_allowlist_entries_all_match(tmp_path, capsys, monkeypatch):
+    """Every entry of allowlists/vllm.toml accepts a real 0.25.1 finding (no dead entries),
+    and `--vllm` applies the file by default."""
+    try:
+        release_sources("vllm", VERSION)
+    except SourceError as exc:
+        pytest.skip(f"vLLM {VERSION} sources unavailable: {exc}")
+    from reload_lint.suppress import load_allowlist
+
+    root = Path(__file__).resolve().parents[2]
+    entries = load_allowlist(root / "allowlists" / "vllm.toml")
+    monkeypatch.chdir(tmp_path)
+    code = main(
+        [
+            "check",
+            "--vllm",
+            VERSION,
+            "--show-suppressed",
+            "--format",
+            "json",
+            "--cache-dir",
+            str(tmp_path / "c"),
+        ]
+    )
+    out, _ = capsys.readouterr()
+    assert code == 1
+    reasons = [f["suppressed"] for f in json.loads(out)["findings"] if f.get("suppressed")]
+    used = {r.split(")", 1)[0].removeprefix("allowlisted (") for r in reasons}
+    sources = {e.source.replace(str(root) + "/", "") for e in entries}
+    assert used == sources

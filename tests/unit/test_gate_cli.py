@@ -226,3 +226,20 @@ def test_statistics(proj, capsys, monkeypatch):
         "    1  RL101  unregistered-module-tensor",
         "    1  RL103  callable-captured-tensor",
     ]
+
+
+def test_pre_commit_hook_entries_parse():
+    from pathlib import Path
+
+    from reload_lint.cli import build_parser
+
+    text = (Path(__file__).resolve().parents[2] / ".pre-commit-hooks.yaml").read_text()
+    lines = [ln for ln in text.splitlines() if not ln.startswith("#")]
+    entries = [ln.split("entry:", 1)[1].split() for ln in lines if "entry:" in ln]
+    ids = [ln.split("id:", 1)[1].strip() for ln in lines if ln.startswith("- id:")]
+    assert "reload-lint" in ids and len(entries) == len(ids)
+    for argv in entries:
+        assert argv[0] == "reload-lint"
+        args = build_parser().parse_args([*argv[1:], "pkg/a.py"])
+        assert args.command == "check" and args.paths == ["pkg/a.py"]
+    assert "require_serial: true" in text and "types: [python]" in text
