@@ -91,6 +91,11 @@ def build_parser() -> argparse.ArgumentParser:
     gen = sub.add_parser("gen-docs", help="generate docs/rules/ from the rule catalog")
     gen.add_argument("--output", "-o", metavar="DIR", help="output directory (default: docs/rules)")
     gen.add_argument("--check", action="store_true", help="only report stale pages; exit 1 if any")
+
+    conf = sub.add_parser("confirm", help="confirm findings at runtime: red/green evidence JSON")
+    from reload_lint.confirm.command import add_arguments as _confirm_args
+
+    _confirm_args(conf)
     return parser
 
 

@@ -414,7 +414,15 @@ def cmd_gen_docs(args) -> int:
     return EXIT_CLEAN
 
 
+def cmd_confirm(args) -> int:
+    """Runtime confirmation: findings JSON in, red/green evidence JSON out (docs/runner.md)."""
+    from reload_lint.confirm.command import run
+
+    return run(args)
+
+
 __all__ = [
+    "cmd_confirm",
     "cmd_check",
     "cmd_baseline",
     "cmd_worklist",

@@ -191,7 +191,7 @@ def reuse_rebuilt(
                 with torch.no_grad():
                     old_t.copy_(new_t)
                 by_new_id[id(new_t)] = old_t
-            setattr(holder, name.rsplit(".", 1)[-1], by_new_id[id(new_t)])
+            object.__setattr__(holder, name.rsplit(".", 1)[-1], by_new_id[id(new_t)])
 
     return wrap_method(cls, method, after, before)
 
@@ -205,7 +205,9 @@ def _tensor_attrs(obj, prefix: str = "", depth: int = 0, seen=None) -> dict:
     seen.add(id(obj))
     for name, v in list(vars(obj).items()):
         key = f"{prefix}{name}"
-        if isinstance(v, torch.Tensor) and not isinstance(v, torch.nn.Parameter):
+        if isinstance(v, torch.Tensor):
+            # parameters too: a rebuilt config can hold a staged parameter that the copy-back
+            # detached from the layer (the CUTLASS MoE quant config's scales)
             out[key] = (obj, v)
         elif hasattr(v, "__dict__") and not isinstance(v, (torch.nn.Module, type)):
             out.update(_tensor_attrs(v, f"{key}.", depth + 1, seen))

@@ -1,0 +1,113 @@
+"""``reload-lint confirm``: findings JSON in, evidence JSON out (docs/runner.md).
+
+Exit codes: 0 no site confirmed red on its bug side (or ``--exit-zero``), 1 at least one red,
+2 usage error (missing/corrupt findings file, unknown selector, no torch, bad device).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from reload_lint.errors import ReloadLintError
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--findings", required=True, metavar="FILE", help="findings JSON (check -f json)")
+    p.add_argument(
+        "--site",
+        action="append",
+        default=[],
+        metavar="SELECTOR",
+        help="fingerprint (or prefix), rule code, or path:line; repeatable (default: all)",
+    )
+    p.add_argument("--device", default="cpu", help="cpu (storage census, CI) or cuda[:N]")
+    p.add_argument("--output", "-o", required=True, metavar="FILE", help="evidence JSON to write")
+    p.add_argument(
+        "--recipes",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="import extra harness recipes from MODULE (repeatable)",
+    )
+    p.add_argument("--no-fix", action="store_true", help="skip the fixed side of each pair")
+    p.add_argument("--replay-timeout", type=float, default=30.0, metavar="S")
+    p.add_argument("--site-timeout", type=float, default=300.0, metavar="S")
+    p.add_argument("--exit-zero", action="store_true", help="exit 0 even when sites are red")
+    p.add_argument("--debug", action="store_true", help="show tracebacks for internal errors")
+
+
+def run(args) -> int:
+    from reload_lint.confirm.sites import load_findings, select_sites
+
+    findings = load_findings(args.findings)
+    sites = select_sites(findings, args.site)
+    device = args.device.strip().lower()
+    if not (device == "cpu" or device == "cuda" or device.startswith("cuda:")):
+        raise ReloadLintError(f"--device {args.device}: expected cpu or cuda[:N]")
+    try:
+        import torch
+    except ImportError:
+        raise ReloadLintError(
+            "confirm needs torch: pip install 'reload-lint[runtime]' (torch==2.13.0 here)"
+        ) from None
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ReloadLintError("--device cuda: no CUDA device is visible")
+    if device == "cuda":
+        device = "cuda:0"
+    from reload_lint.confirm.evidence import evidence_document, write_evidence
+    from reload_lint.confirm.reload import VllmLayerwiseReload
+    from reload_lint.confirm.runner import Options, confirm
+
+    import_root = str(Path.cwd())
+    if import_root not in sys.path:
+        sys.path.insert(0, import_root)
+    for mod in args.recipes:
+        try:
+            __import__(mod)
+        except Exception as exc:  # noqa: BLE001
+            raise ReloadLintError(f"--recipes {mod}: cannot import ({exc})") from None
+    opts = Options(
+        device=device,
+        site_timeout=args.site_timeout,
+        replay_timeout=args.replay_timeout,
+        with_fix=not args.no_fix,
+        recipe_modules=tuple(args.recipes),
+    )
+    records = confirm(sites, opts)
+    env = {"torch": torch.__version__}
+    if device.startswith("cuda"):
+        env["gpu"] = _gpu_name(device)
+    try:
+        import vllm
+
+        env["vllm"] = getattr(vllm, "__version__", "unknown")
+    except Exception:  # noqa: BLE001
+        env["vllm"] = None
+    env["vllm_reload_api"] = VllmLayerwiseReload.importable() or "importable"
+    doc = evidence_document(records, device=device, env=env)
+    write_evidence(Path(args.output), doc)
+    s = doc["summary"]
+    print(
+        f"confirmed {len(sites)} site(s), {len(records)} record(s): "
+        f"{s['red']} red, {s['green']} green, {s['inconclusive']} inconclusive -> {args.output}",
+        file=sys.stderr,
+    )
+    red_bug = any(r.verdict == "red" and not r.fixed for r in records)
+    return 1 if red_bug and not args.exit_zero else 0
+
+
+def _gpu_name(device: str) -> str:
+    # Only the name; nvidia-smi avoids initialising CUDA in this (forking) parent.
+    import subprocess
+
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
+        return out.stdout.strip().splitlines()[0] if out.stdout.strip() else "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"

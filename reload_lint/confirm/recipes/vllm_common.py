@@ -1,0 +1,98 @@
+"""Shared set-up for recipes that build real vLLM layers (vLLM imported lazily, in the child)."""
+
+from __future__ import annotations
+
+import os
+import socket
+from types import SimpleNamespace
+
+_STATE: dict = {}
+
+
+def vllm_unavailable(device: str) -> str | None:
+    if not device.startswith("cuda"):
+        return "needs --device cuda: vLLM's kernels (Marlin, Machete, CUTLASS) are CUDA-only"
+    try:
+        import torch
+    except ImportError:
+        return "torch is not installed"
+    if not torch.cuda.is_available():
+        return "no CUDA device is visible"
+    try:
+        import vllm  # noqa: F401
+    except Exception as exc:  # noqa: BLE001
+        return f"vLLM is not importable ({type(exc).__name__}: {exc})"
+    return None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def setup_vllm(device: str) -> None:
+    """One process: a current VllmConfig and a world-size-1 TP group (vLLM parameters need it)."""
+    if _STATE.get("ready"):
+        return
+    import torch
+    from vllm.config import VllmConfig, set_current_vllm_config
+    from vllm.distributed.parallel_state import (
+        init_distributed_environment,
+        initialize_model_parallel,
+    )
+
+    torch.cuda.set_device(torch.device(device).index or 0)
+    cfg = VllmConfig()
+    ctx = set_current_vllm_config(cfg)
+    ctx.__enter__()
+    _STATE["config_ctx"] = ctx
+    _STATE["config"] = cfg
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    init_distributed_environment(
+        world_size=1,
+        rank=0,
+        distributed_init_method=f"tcp://127.0.0.1:{_free_port()}",
+        local_rank=0,
+        backend="nccl",
+    )
+    initialize_model_parallel(1, 1)
+    _STATE["ready"] = True
+
+
+class ConfigView:
+    """The current VllmConfig with a stand-in ``model_config`` (no HF model exists here)."""
+
+    def __init__(self, cfg, dtype):
+        self._cfg = cfg
+        self.model_config = SimpleNamespace(dtype=dtype)
+
+    def __getattr__(self, name):
+        return getattr(self._cfg, name)
+
+
+def patch_model_config_dtype(module, dtype) -> str | None:
+    """Give ``module.get_current_vllm_config()`` a model_config.dtype if it has none."""
+    real = module.get_current_vllm_config
+    cfg = real()
+    if getattr(cfg, "model_config", None) is not None:
+        return None
+    module.get_current_vllm_config = lambda: ConfigView(real(), dtype)
+    return (
+        f"harness shim: {module.__name__}.get_current_vllm_config() has no model_config "
+        f"(no HF model); model_config.dtype={str(dtype).replace('torch.', '')} supplied"
+    )
+
+
+def layer_forward(layer):
+    def fwd(x):
+        out = layer(x)
+        return out[0] if isinstance(out, tuple) else out
+
+    return fwd
+
+
+def gen(seed: int):
+    import torch
+
+    return torch.Generator().manual_seed(seed)
