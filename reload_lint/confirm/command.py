@@ -13,7 +13,9 @@ from reload_lint.errors import ReloadLintError
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--findings", required=True, metavar="FILE", help="findings JSON (check -f json)")
+    p.add_argument(
+        "--findings", required=True, metavar="FILE", help="findings JSON (check -f json)"
+    )
     p.add_argument(
         "--site",
         action="append",
