@@ -822,7 +822,7 @@ class Analyzer:
             self.memo[memo_key] = ((), [])
             allocs: tuple = ()
             trace: list = []
-            for sub in [base_key, *self.index.subclasses(base_key)][:60]:
+            for sub in [base_key, *self.index.subclasses(base_key)][:200]:
                 for v in self.construct(fr, sub, args, kwargs, line):
                     if v.items:
                         allocs = allocs + tuple(v.items)
@@ -840,8 +840,8 @@ class Analyzer:
             AV(
                 V.OBJ,
                 cls=base_key,
-                items=allocs[:120],
-                trace=(note,) + tuple(trace[:150]),
+                items=allocs[:300],
+                trace=(note,) + tuple(trace[:300]),
                 src=f"{base}(...)",
                 value="rebuilt",
                 conf="medium",
@@ -886,8 +886,13 @@ class Analyzer:
                     if kept is not None:
                         cname = r.cls.split(":", 1)[1]
                         note = f"{cname} keeps {_describe(kept)} on self.{attr}"
+                        tr = kept.trace
+                        if tr and tr[-1].line == st[1] and tr[-1].path == fr.path:
+                            tr = tr[:-1] + (TraceStep(fr.path, st[1], f"{tr[-1].note}; {note}"),)
+                        else:
+                            tr = tr + (TraceStep(fr.path, st[1], note),)
                         self.allocs[fr.constructing].append(
-                            AV(kept.kind, conf=kept.conf, trace=kept.trace + (TraceStep(fr.path, st[1], note),), src=kept.src)
+                            AV(kept.kind, conf=kept.conf, trace=tr, src=kept.src)
                         )
                 continue
             if fr.mode == "post":
@@ -953,7 +958,7 @@ class Analyzer:
             message=contract.message(rule, target, v, why),
             severity=rule_meta.severity,
             confidence=conf or v.conf,
-            trace=dedup[:80],
+            trace=dedup[:160],
             contract=contract.name,
         )
         return key
