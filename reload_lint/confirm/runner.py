@@ -40,9 +40,16 @@ def _say(opts: Options, msg: str) -> None:
 
 
 def _context():
-    if "fork" in mp.get_all_start_methods():
+    """fork (children inherit the imported vLLM: no 30-40 s import per site) unless this
+    process already holds a CUDA context, which a forked child cannot use."""
+    cuda_live = False
+    if "torch" in sys.modules:
+        import torch
+
+        cuda_live = torch.cuda.is_initialized()
+    if "fork" in mp.get_all_start_methods() and not cuda_live:
         return mp.get_context("fork")
-    return mp.get_context("spawn")  # pragma: no cover - non-Linux
+    return mp.get_context("spawn")
 
 
 def run_child(spec: dict, opts: Options) -> tuple[list[dict], dict]:
@@ -342,6 +349,8 @@ def confirm(findings: list[Finding], opts: Options) -> list[Evidence]:
     for r in REGISTRY:
         pre = getattr(r, "preimport", None)
         if pre is not None and any(r.matches(f) for f in findings):
+            if r.unavailable(opts.device):
+                continue
             try:
                 pre()
             except Exception as exc:  # noqa: BLE001 - the child reports it properly
