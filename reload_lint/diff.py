@@ -127,9 +127,11 @@ def changed_lines(rev: str, base_dir: Path) -> ChangedLines:
     toplevel = Path(top.stdout.strip()).resolve()
     verify = _git(["rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"], toplevel)
     if verify.returncode != 0:
+        remote, _, branch = rev.partition("/")
+        fetch = f"git fetch {remote} {branch}" if branch else f"git fetch origin {rev}"
         raise ReloadLintError(
             f"--diff {rev}: cannot resolve `{rev}` to a commit (in a shallow or single-branch "
-            f"clone, fetch it first, e.g. `git fetch origin {rev}`)"
+            f"clone, fetch it first, e.g. `{fetch}`)"
         )
     mb = _git(["merge-base", verify.stdout.strip(), "HEAD"], toplevel)
     if mb.returncode != 0 or not mb.stdout.strip():

@@ -135,7 +135,8 @@ def test_unknown_rev_is_clear_error(repo):
     with pytest.raises(ReloadLintError) as exc:
         changed_lines("origin/nope", repo)
     msg = str(exc.value)
-    assert "cannot resolve `origin/nope`" in msg and "git fetch" in msg and "\n" not in msg
+    assert "cannot resolve `origin/nope`" in msg and "\n" not in msg
+    assert "`git fetch origin nope`" in msg
 
 
 def test_not_a_repository(tmp_path):
