@@ -15,7 +15,7 @@ from pathlib import Path
 from reload_lint import cache as cachemod
 from reload_lint.analysis.contracts import CONTRACT_NAMES, make_contract
 from reload_lint.analysis.interp import Analyzer
-from reload_lint.config import Config
+from reload_lint.config import Config, path_matches
 from reload_lint.discover import SourceFile, discover
 from reload_lint.errors import ReloadLintError
 from reload_lint.findings import FileError, Finding, compute_fingerprints
@@ -85,14 +85,18 @@ def run_check(
             f"unknown reload contract `{contract_name}` (known: {', '.join(CONTRACT_NAMES)})"
         )
     contracts = {n: make_contract(n, cfg.preserving_helpers) for n in CONTRACT_NAMES}
-
-    import fnmatch
+    # checked up front: contract_for runs inside the analysis, which survives odd statements
+    for pp in cfg.per_path:
+        if pp.contract and pp.contract not in contracts:
+            raise ReloadLintError(
+                f'unknown reload contract `{pp.contract}` in per-path "{pp.pattern}" '
+                f"(known: {', '.join(CONTRACT_NAMES)})"
+            )
 
     def contract_for(path: str):
+        """The first per-path entry naming a contract whose glob matches, else the run's."""
         for pp in cfg.per_path:
-            if pp.contract and fnmatch.fnmatch(path, pp.pattern):
-                if pp.contract not in contracts:
-                    raise ReloadLintError(f"unknown reload contract `{pp.contract}` in per-path")
+            if pp.contract and path_matches(pp.pattern, path):
                 return contracts[pp.contract]
         return contracts[contract_name]
 
@@ -114,6 +118,9 @@ def run_check(
     seed_modules = sorted(sf.module for sf in seeds)
     for m in seed_modules:
         index.record(m)
+    analyzer.cache_modules = sorted(
+        sf.module for sf in files if _LAZY_CACHE_RE.search(store.texts.get(sf.rel, ""))
+    )
     findings = analyzer.run(seed_modules)
     store.save()
 
@@ -142,6 +149,11 @@ def run_check(
 
 
 _CLASS_RE = None
+# `if self._x is None:` followed by `self._x = self.<attr>...`: a first-use cache derived from
+# the object's own state (RL201 candidates), found by text before anything is parsed.
+_LAZY_CACHE_RE = __import__("re").compile(
+    r"if self\.(\w+) is None:\s*\n\s*self\.\1 = self\.\w+"
+)
 
 
 def _class_bases(store, by_module: dict) -> dict[str, list[str]]:
