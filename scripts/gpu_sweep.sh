@@ -8,6 +8,11 @@ FINDINGS="${1:-tests/runtime/data/vllm-0.25.1-sites.json}"
 shift || true
 OUT="${OUT:-/tmp/reload-lint-out}"
 mkdir -p "$OUT"
+# pure-Python packages vLLM imports that neither the image nor the bundle has (carry .whl)
+if ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl
+fi
 export PYTHONPATH="/tmp/site:/tmp/vroot:$PWD${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONUNBUFFERED=1
 # torch.cuda.is_available() through NVML, so the parent never creates a CUDA context and the

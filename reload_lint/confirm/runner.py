@@ -356,6 +356,7 @@ def confirm(findings: list[Finding], opts: Options) -> list[Evidence]:
             except Exception as exc:  # noqa: BLE001 - the child reports it properly
                 _say(opts, f"preimport of {r.name} failed: {type(exc).__name__}: {exc}")
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    _say(opts, f"reload-lint confirm: {len(findings)} site(s), children by {_context()._name}")
     records: list[Evidence] = []
     for f in findings:
         records.extend(confirm_site(f, opts))

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import socket
+import sys
+import types
 from types import SimpleNamespace
 
 _STATE: dict = {}
@@ -25,6 +28,51 @@ def vllm_unavailable(device: str) -> str | None:
     return None
 
 
+class _StubModule(types.ModuleType):
+    """Stands in for an op library absent from the device bundle; any use raises."""
+
+    def __init__(self, name: str, reason: str):
+        super().__init__(name)
+        self.__path__ = []  # a package: submodule imports fail with ImportError
+        self._reason = reason
+
+    def __getattr__(self, name: str):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        if name.endswith("_AVAILABLE"):
+            return False
+
+        def unavailable(*args, **kwargs):
+            raise RuntimeError(f"{self.__name__}.{name} is not in the bundle ({self._reason})")
+
+        return unavailable
+
+
+def install_import_shims() -> list[str]:
+    """Let vLLM's linear/MoE modules import where FlashAttention's extension is missing.
+
+    ``vllm.vllm_flash_attn`` raises at import without ``_vllm_fa2_C``/``_vllm_fa3_C``, and the
+    quantization modules import the attention package. The stub makes the import succeed; any
+    attention kernel call would raise (none of the recipes runs attention)."""
+    if "notes" in _STATE:
+        return _STATE["notes"]
+    notes: list[str] = []
+    try:
+        importlib.import_module("vllm.vllm_flash_attn")
+    except ImportError as exc:
+        sys.modules["vllm.vllm_flash_attn"] = _StubModule("vllm.vllm_flash_attn", str(exc))
+        notes.append(
+            "harness shim: vllm.vllm_flash_attn stubbed (FlashAttention extension not in the "
+            "bundle); no attention kernel is exercised"
+        )
+    _STATE["notes"] = notes
+    return notes
+
+
+def shim_notes() -> list[str]:
+    return list(_STATE.get("notes", []))
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -36,6 +84,8 @@ def setup_vllm(device: str) -> None:
     if _STATE.get("ready"):
         return
     import torch
+
+    install_import_shims()
     from vllm.config import VllmConfig, set_current_vllm_config
     from vllm.distributed.parallel_state import (
         init_distributed_environment,

@@ -18,9 +18,11 @@ from reload_lint.confirm import fixes as fx
 from reload_lint.confirm.recipes.base import Built, Fix, Recipe, register
 from reload_lint.confirm.recipes.vllm_common import (
     gen,
+    install_import_shims,
     layer_forward,
     patch_model_config_dtype,
     setup_vllm,
+    shim_notes,
     vllm_unavailable,
 )
 
@@ -36,6 +38,7 @@ class _VllmRecipe(Recipe):
 
     def preimport(self) -> None:
         """Parent side: import the heavy modules once, before children fork (no CUDA init)."""
+        install_import_shims()
         import vllm.model_executor.layers.linear  # noqa: F401
         import vllm.model_executor.model_loader.reload  # noqa: F401
 
@@ -91,7 +94,7 @@ class _GptqRecipe(_VllmRecipe):
         )
         qm = layer.quant_method
         chosen = type(qm.kernel).__name__
-        notes = [f"quant method {type(qm).__name__}; vLLM chose {chosen}"]
+        notes = [f"quant method {type(qm).__name__}; vLLM chose {chosen}", *shim_notes()]
         if chosen != self.kernel_name:
             cls = self._kernel_cls()
             ok, why = cls.can_implement(qm.kernel.config)
@@ -252,7 +255,10 @@ class Fp8MarlinRecipe(_VllmRecipe):
         kern = type(getattr(qm, "fp8_linear", None)).__name__
         if kern != "MarlinFP8ScaledMMLinearKernel":
             raise RuntimeError(f"Fp8LinearMethod selected {kern}, not the Marlin fallback")
-        notes = [f"quant method {type(qm).__name__}; kernel {kern} (VLLM_TEST_FORCE_FP8_MARLIN=1)"]
+        notes = [
+            f"quant method {type(qm).__name__}; kernel {kern} (VLLM_TEST_FORCE_FP8_MARLIN=1)",
+            *shim_notes(),
+        ]
         if self._shim_note:
             notes.append(self._shim_note)
         return Built(

@@ -18,7 +18,13 @@ from __future__ import annotations
 
 from reload_lint.confirm import fixes as fx
 from reload_lint.confirm.recipes.base import Built, Fix, Recipe, register
-from reload_lint.confirm.recipes.vllm_common import gen, setup_vllm, vllm_unavailable
+from reload_lint.confirm.recipes.vllm_common import (
+    gen,
+    install_import_shims,
+    setup_vllm,
+    shim_notes,
+    vllm_unavailable,
+)
 
 E, N, K, M = 4, 256, 512, 16  # experts, intermediate, hidden, tokens per expert
 
@@ -145,6 +151,7 @@ class CutlassFp8MoERecipe(Recipe):
         return vllm_unavailable(device)
 
     def preimport(self) -> None:
+        install_import_shims()
         import vllm.model_executor.layers.fused_moe.experts.cutlass_moe  # noqa: F401
         import vllm.model_executor.model_loader.reload  # noqa: F401
 
@@ -157,6 +164,7 @@ class CutlassFp8MoERecipe(Recipe):
             "harness quant method rebuilds CutlassBatchedExpertsFp8 in post-load "
             "(as Fp8MoEMethod._setup_kernel does); FusedMoE layer not built",
             "batched activation format; _moe_C (permute/unpermute) absent from the bundle",
+            *shim_notes(),
         ]
 
     def construct(self, device: str) -> Built:
