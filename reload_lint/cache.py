@@ -19,7 +19,7 @@ from reload_lint.config import Config
 from reload_lint.discover import SourceFile
 from reload_lint.findings import FileError
 
-EXTRACT_VERSION = "3"
+EXTRACT_VERSION = "3x"
 MAX_FILE_BYTES = 8 * 1024 * 1024
 
 
@@ -79,7 +79,11 @@ class RecordStore:
         try:
             size = sf.path.stat().st_size
             if size > MAX_FILE_BYTES:
-                self._fail(sf, "RL906", f"file is larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB; skipped")
+                self._fail(
+                    sf,
+                    "RL906",
+                    f"file is larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB; skipped",
+                )
                 return None
             data = sf.path.read_bytes()
         except FileNotFoundError:
@@ -180,7 +184,7 @@ class RecordStore:
                 results = pool.map(_extract_job, payload, chunksize=4)
         else:
             results = [_extract_job(p) for p in payload]
-        for sf, res in zip(todo, results):
+        for sf, res in zip(todo, results, strict=False):
             self._accept(sf, res)
 
     def save(self) -> None:

@@ -152,7 +152,7 @@ _CLASS_RE = None
 # `if self._x is None:` followed by `self._x = self.<attr>...`: a first-use cache derived from
 # the object's own state (RL201 candidates), found by text before anything is parsed.
 _LAZY_CACHE_RE = __import__("re").compile(
-    r"if self\.(\w+) is None:\s*\n\s*self\.\1 = self\.\w+"
+    r"if self\.(\w+) is None:\s*\n\s*self\.\1 = [^\n]*self\.\w+"
 )
 
 

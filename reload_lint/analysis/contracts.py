@@ -94,6 +94,9 @@ class Contract:
     def judge_store(self, owner: str, attr: str, v: AV, buffers: set[str], st, fr):  # noqa: C901
         """owner: module | object | held | data. Returns (rule, why) or None."""
         inplace = self.name == "inplace-only"
+        if v.kind == V.TUPLE:  # a tuple display is a container too
+            flat = tuple(x for group in v.items for x in group)
+            v = AV(V.CONTAINER, items=flat, value="tuple", trace=v.trace)
         k = v.kind
         if owner == "data":
             if k != V.FRESH:

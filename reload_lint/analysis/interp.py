@@ -16,7 +16,6 @@ import itertools
 from dataclasses import dataclass, field
 
 from reload_lint.analysis import values as V
-from reload_lint.analysis.contracts import Contract
 from reload_lint.analysis.values import AV
 from reload_lint.findings import Finding, TraceStep
 from reload_lint.index.extract import dotted
@@ -66,6 +65,7 @@ class Analyzer:
         self.constructed: dict[str, TraceStep] = {}
         self.allocs: dict[int, list] = {}
         self._registered: set[str] | None = None
+        self.cache_modules: list[str] = []  # modules with first-use caches (RL201 candidates)
         self._buffers: set[str] | None = None
 
     # ------------------------------------------------------------------ registries
@@ -98,7 +98,7 @@ class Analyzer:
         for mod, qn, f in roots:
             self.run_root(mod, qn, f)
         self.run_lazy()
-        self.run_apply_caches(modules)
+        self.run_apply_caches([*modules, *self.cache_modules])
         self.add_graph_visibility()
         return list(self.findings.values())
 
@@ -281,12 +281,16 @@ class Analyzer:
             if V.tensorish(left) or V.tensorish(right):
                 src = _derived_src(left) or _derived_src(right)
                 conf = _conf_of(left, right)
-                return self._fresh(fr, _line_of(e, fr), f"`{e[1]}` allocates a new tensor", conf, src)
+                return self._fresh(
+                    fr, _line_of(e, fr), f"`{e[1]}` allocates a new tensor", conf, src
+                )
             return (V.SCAL,)
         if k == "u":
             inner = self.eval(fr, e[2])
             if V.tensorish(inner):
-                return self._fresh(fr, _line_of(e, fr), "unary op allocates", src=_derived_src(inner))
+                return self._fresh(
+                    fr, _line_of(e, fr), "unary op allocates", src=_derived_src(inner)
+                )
             return (V.SCAL,)
         if k == "s":
             base = self.eval(fr, e[1])
@@ -304,13 +308,17 @@ class Analyzer:
                     if e[2] == ("slice",):
                         out = V.union(out, (b,))
                     else:
-                        out = V.union(out, self._fresh(fr, _line_of(e, fr), "advanced indexing copies"))
+                        out = V.union(
+                            out, self._fresh(fr, _line_of(e, fr), "advanced indexing copies")
+                        )
                 elif b.kind == V.TUPLE:
                     idx = e[2]
                     if idx[0] == "k" and idx[1] == "int":
                         try:
                             i = int(idx[2])
-                            out = V.union(out, b.items[i] if -len(b.items) <= i < len(b.items) else ())
+                            out = V.union(
+                                out, b.items[i] if -len(b.items) <= i < len(b.items) else ()
+                            )
                         except ValueError:
                             pass
                     else:
@@ -446,7 +454,14 @@ class Analyzer:
         if func == ("n", "super"):
             selfv = fr.env.get(fr.func["params"][0]) if fr.func["params"] else None
             if fr.cls_key and selfv:
-                return (AV(V.SUPER, cls=_super_start(selfv, fr.cls_key), value=fr.cls_key, items=(selfv,)),)
+                return (
+                    AV(
+                        V.SUPER,
+                        cls=_super_start(selfv, fr.cls_key),
+                        value=fr.cls_key,
+                        items=(selfv,),
+                    ),
+                )
             return (V.UNK,)
         if func[0] == "n" and func[1] in ("setattr", "getattr", "delattr", "hasattr"):
             return self.builtin_attr(fr, func[1], args_e, e)
@@ -456,11 +471,18 @@ class Analyzer:
             special = self.method_special(fr, recv, meth, func, args_e, kwargs_e, e)
             if special is not None:
                 return special
-            if meth in T.TENSOR_ONLY_METHODS and all(r.kind == V.UNKNOWN for r in recv):
+            if meth in T.TENSOR_ONLY_METHODS and all(r.kind in (V.UNKNOWN, V.MATTR) for r in recv):
                 for a in args_e:
                     self.eval(fr, a)
+                held = [r for r in recv if r.kind == V.MATTR]
+                if held and meth in T.VIEW_METHODS:
+                    return tuple(AV(V.VIEW, conf="medium", src=r.src) for r in held)
                 return self._fresh(
-                    fr, line, f"`.{meth}()` on `{self.render(func[1])}` (assumed a tensor)", "low"
+                    fr,
+                    line,
+                    f"`.{meth}()` on `{self.render(func[1])}` (assumed a tensor)",
+                    "medium" if held else "low",
+                    src=held[0].src if held else "",
                 )
             callee = self.eval_attr(fr, recv, meth, func)
         else:
@@ -535,13 +557,21 @@ class Analyzer:
                 if any(o.kind in (V.MODULE, V.OBJ) for o in owner):
                     cont = (AV(V.CONTAINER, items=vals, value="list"),)
                     self.store_attr(
-                        fr, func[1][1], func[1][2], cont, ("expr", line, 1, line),
-                        f"{self.render(func[1])}", recv=owner, mutate=True,
+                        fr,
+                        func[1][1],
+                        func[1][2],
+                        cont,
+                        ("expr", line, 1, line),
+                        f"{self.render(func[1])}",
+                        recv=owner,
+                        mutate=True,
                     )
                     return (V.NON,)
             return None
-        if meth.endswith("_") and not meth.startswith("_") and any(
-            b.kind in V.TENSORISH or b.kind == V.MATTR for b in recv
+        if (
+            meth.endswith("_")
+            and not meth.startswith("_")
+            and any(b.kind in V.TENSORISH or b.kind == V.MATTR for b in recv)
         ):
             for a in args_e:
                 self.eval(fr, a)
@@ -557,7 +587,9 @@ class Analyzer:
             return self.call_function(fr, mod, qn, args, kwargs, line, None)
         if k == V.BOUND:
             mod, _, qn = c.value.partition(":")
-            return self.call_function(fr, mod, qn, args, kwargs, line, c.items[0])
+            selfv = c.items[0]
+            building = fr.constructing if any(v.oid == fr.constructing for v in selfv) else 0
+            return self.call_function(fr, mod, qn, args, kwargs, line, selfv, constructing=building)
         if k == V.CLS:
             return self.construct(fr, c.cls, args, kwargs, line)
         if k == V.CLSSET:
@@ -658,7 +690,8 @@ class Analyzer:
                             V.FRESH,
                             conf=conf,
                             src=src,
-                            trace=tr + (TraceStep(fr.path, line, f"`.{name}()` returns a new tensor"),),
+                            trace=tr
+                            + (TraceStep(fr.path, line, f"`.{name}()` returns a new tensor"),),
                         ),
                     ),
                 )
@@ -688,7 +721,7 @@ class Analyzer:
         if c.fn[0] == "lambda":
             _, mod, params, body = c.fn
             env = dict(c.items)
-            for p, a in zip(params, args):
+            for p, a in zip(params, args, strict=False):
                 env[p] = a
             sub = Frame(
                 module=mod,
@@ -705,7 +738,15 @@ class Analyzer:
         return (V.UNK,)
 
     def call_function(  # noqa: C901
-        self, fr: Frame, mod: str, qn: str, args, kwargs, line, selfv, closure_env=None,
+        self,
+        fr: Frame,
+        mod: str,
+        qn: str,
+        args,
+        kwargs,
+        line,
+        selfv,
+        closure_env=None,
         constructing: int = 0,
     ) -> tuple:
         f = self.index.function(mod, qn)
@@ -723,7 +764,7 @@ class Analyzer:
         elif f["cls"] and params and "staticmethod" not in f["decos"] and selfv is None:
             # unbound call Class.method(obj, ...) -> first arg is self
             pass
-        for p, a in zip(params, args):
+        for p, a in zip(params, args, strict=False):
             env[p] = a
         kw = dict(kwargs)
         for p in params:
@@ -781,10 +822,25 @@ class Analyzer:
         if self.index.is_parameter_class(cls_key):
             inner = args[0] if args else ()
             src = next((v.src for v in inner if v.kind in (V.REG, V.VIEW)), "")
-            return (AV(V.PARAM, src=src, trace=(TraceStep(fr.path, line, f"{cls_key.split(':')[1]}(...) is an nn.Parameter"),)),)
+            return (
+                AV(
+                    V.PARAM,
+                    src=src,
+                    trace=(
+                        TraceStep(
+                            fr.path, line, f"{cls_key.split(':')[1]}(...) is an nn.Parameter"
+                        ),
+                    ),
+                ),
+            )
         is_module = self.index.is_module_class(cls_key)
-        memo_key = ("ctor", cls_key, fr.mode, tuple(V.vals_key(a) for a in args),
-                    tuple((k, V.vals_key(v)) for k, v in kwargs))
+        memo_key = (
+            "ctor",
+            cls_key,
+            fr.mode,
+            tuple(V.vals_key(a) for a in args),
+            tuple((k, V.vals_key(v)) for k, v in kwargs),
+        )
         if memo_key in self.memo:
             return self.memo[memo_key]
         oid = next(self.oids)
@@ -796,7 +852,9 @@ class Analyzer:
         if init is not None and memo_key not in self.active:
             self.active.add(memo_key)
             try:
-                self.call_function(fr, init[0], init[1], args, kwargs, line, (obj,), constructing=oid)
+                self.call_function(
+                    fr, init[0], init[1], args, kwargs, line, (obj,), constructing=oid
+                )
             finally:
                 self.active.discard(memo_key)
         allocs = tuple(self.allocs.pop(oid, []))
@@ -938,7 +996,9 @@ class Analyzer:
                 trace.extend(c.trace)
         trace.append(TraceStep(fr.path, st[1], f"stored on `{target}` ({why})"))
         for step in reversed(fr.chain[1:]):
-            trace.append(TraceStep(step.path, step.line, f"reached from {step.note.replace('calls ', '')}"))
+            trace.append(
+                TraceStep(step.path, step.line, f"reached from {step.note.replace('calls ', '')}")
+            )
         trace.append(fr.chain[0])
         dedup: list[TraceStep] = []
         seen_lines: set[tuple[str, int]] = set()
@@ -982,7 +1042,7 @@ class Analyzer:
                     self._run_method(mod, f, "lazy", cls_key, where)
 
     def run_apply_caches(self, modules: list[str]) -> None:
-        for mod in modules:
+        for mod in sorted(set(modules)):
             rec = self.index.record(mod)
             if rec is None:
                 continue
@@ -1002,7 +1062,13 @@ class Analyzer:
         ann = dict(f["annotations"])
         for p in params:
             env[p] = self._param_value(p, ann)
-        chain = (TraceStep(path, f["line"], f"{'first-forward' if mode == 'lazy' else 'apply-time'} method {f['qn']}"),)
+        chain = (
+            TraceStep(
+                path,
+                f["line"],
+                f"{'first-forward' if mode == 'lazy' else 'apply-time'} method {f['qn']}",
+            ),
+        )
         if where is not None:
             chain = (where,) + chain
         fr = Frame(mod, path, f, env, f"{mod}:{f['cls']}", 0, mode, chain, RootState(f["qn"]))
@@ -1024,7 +1090,7 @@ class Analyzer:
             cands = readers.get(attr, [])
             best = None
             cls_prefix = fd.symbol.rsplit(".", 1)[0] + "." if "." in fd.symbol else None
-            for mod, qn, f, ln in cands:
+            for mod, qn, _f, ln in cands:
                 path = self.index.path_of(mod)
                 score = 0
                 if path == fd.path:
@@ -1040,7 +1106,9 @@ class Analyzer:
                 fd.trace.append(TraceStep(best[1], best[3], f"read at apply time in {best[2]}"))
             elif fd.rule not in ("RL108", "RL201"):
                 fd.confidence = V.lower(fd.confidence)
-                fd.trace.append(TraceStep(fd.path, fd.line, "no apply-time read of this attribute found"))
+                fd.trace.append(
+                    TraceStep(fd.path, fd.line, "no apply-time read of this attribute found")
+                )
 
 
 def _super_start(selfv, cls_key):
@@ -1054,8 +1122,17 @@ def _with_step(v: AV, path: str, f: dict) -> AV:
     if v.kind in (V.FRESH, V.PARAM) and v.trace:
         step = TraceStep(path, f["line"], f"returned by {f['qn']}")
         if step not in v.trace:
-            return AV(v.kind, conf=v.conf, trace=v.trace + (step,), cls=v.cls, items=v.items,
-                      src=v.src, value=v.value, fn=v.fn, oid=v.oid)
+            return AV(
+                v.kind,
+                conf=v.conf,
+                trace=v.trace + (step,),
+                cls=v.cls,
+                items=v.items,
+                src=v.src,
+                value=v.value,
+                fn=v.fn,
+                oid=v.oid,
+            )
     return v
 
 

@@ -46,7 +46,15 @@ class AV:
 
     def key(self) -> tuple:
         """Identity for memoisation (no traces)."""
-        return (self.kind, self.cls, self.src, self.value, self.fn, self.oid, _items_key(self.items))
+        return (
+            self.kind,
+            self.cls,
+            self.src,
+            self.value,
+            self.fn,
+            self.oid,
+            _items_key(self.items),
+        )
 
 
 def _items_key(items) -> tuple:

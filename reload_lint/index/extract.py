@@ -219,7 +219,11 @@ class _Extractor:
         if isinstance(node, cst.Lambda):
             params = tuple(p.name.value for p in _all_params(node.params))
             body = self.expr(node.body)
-            free = tuple(sorted(_free_names(node.body) - set(params)))
+            free_names = _BodyNames(node.body).loads - set(params)
+            for p in _all_params(node.params):
+                if p.default is not None:  # defaults bind at creation: a capture too
+                    free_names |= _BodyNames(p.default).loads
+            free = tuple(sorted(free_names))
             return ("l", params, body, free)
         if isinstance(node, cst.IfExp):
             return ("if", self.expr(node.body), self.expr(node.orelse))
@@ -377,7 +381,15 @@ class _Extractor:
         elif isinstance(node, cst.AnnAssign):
             if node.value is not None:
                 out.append(
-                    ("assign", ln, col, end, (self.target(node.target),), self.expr(node.value), guard)
+                    (
+                        "assign",
+                        ln,
+                        col,
+                        end,
+                        (self.target(node.target),),
+                        self.expr(node.value),
+                        guard,
+                    )
                 )
         elif isinstance(node, cst.AugAssign):
             op = _AUGOPS.get(type(node.operator), "?")
@@ -395,7 +407,9 @@ class _Extractor:
     def function(self, node: cst.FunctionDef, qn: str, cls_qn: str | None, parent: str | None):
         params = _all_params(node.params)
         decos = tuple(_cst_dotted(d.decorator) or "" for d in node.decorators)
-        defaults = tuple((p.name.value, self.expr(p.default)) for p in params if p.default is not None)
+        defaults = tuple(
+            (p.name.value, self.expr(p.default)) for p in params if p.default is not None
+        )
         annotations = tuple(
             (p.name.value, _annotation_text(p.annotation.annotation))
             for p in params
@@ -404,11 +418,12 @@ class _Extractor:
         body: list = []
         self.block(node.body, body, None, qn, cls_qn)
         ln, col, end = self.span(node)
-        reads = sorted(_attr_reads(node.body, self.pos).items())
+        names = _BodyNames(node.body, self.pos)
+        reads = sorted(names.attrs.items())
         free = ()
         if parent:
-            names_here = {p.name.value for p in params} | _assigned_names(node.body)
-            free = tuple(sorted(_free_names(node.body) - names_here))
+            names_here = {p.name.value for p in params} | names.stores
+            free = tuple(sorted(names.loads - names_here))
         self.functions[qn] = {
             "qn": qn,
             "name": node.name.value,
@@ -445,7 +460,13 @@ class _Extractor:
                         mqn = f"{qn}.{sub.name.value}"
                         self.function(sub, mqn, cls_qn=qn, parent=None)
                         methods.setdefault(sub.name.value, mqn)
-        self.classes[qn] = {"qn": qn, "bases": bases, "line": ln, "end_line": end, "methods": methods}
+        self.classes[qn] = {
+            "qn": qn,
+            "bases": bases,
+            "line": ln,
+            "end_line": end,
+            "methods": methods,
+        }
 
     def module(self, mod: cst.Module) -> None:
         for stmt in mod.body:
@@ -531,60 +552,106 @@ def _all_params(params: cst.Parameters) -> list:
     return out
 
 
-class _NameCollector(cst.CSTVisitor):
-    def __init__(self, pos: dict | None = None):
+# ---- names and attribute reads of a function body ------------------------------------
+# One purpose-built pass over the body (no CSTVisitor machinery, which rebuilds every node):
+# it walks only the fields that can hold names, skipping tokens and whitespace.
+
+_SKIP_FIELDS = frozenset(
+    {
+        "lpar",
+        "rpar",
+        "lbracket",
+        "rbracket",
+        "lbrace",
+        "rbrace",
+        "comma",
+        "semicolon",
+        "dot",
+        "colon",
+        "equal",
+        "operator",
+        "asynchronous",
+        "leading_lines",
+        "lines_after_decorators",
+        "header",
+        "footer",
+        "trailing_whitespace",
+        "empty_lines",
+    }
+)
+_FIELDS_BY_TYPE: dict[type, tuple[str, ...]] = {}
+
+
+def _child_fields(tp: type) -> tuple[str, ...]:
+    names = _FIELDS_BY_TYPE.get(tp)
+    if names is None:
+        import dataclasses
+
+        names = tuple(
+            f.name
+            for f in dataclasses.fields(tp)
+            if f.name not in _SKIP_FIELDS and not f.name.startswith("whitespace")
+        )
+        _FIELDS_BY_TYPE[tp] = names
+    return names
+
+
+class _BodyNames:
+    """Names loaded (every Name, as CSTVisitor would see them, except attribute names),
+    plain-name assignment targets, and attribute reads (attr -> first line; includes literal
+    getattr/hasattr names) of one function body, nested definitions included."""
+
+    __slots__ = ("pos", "loads", "stores", "attrs")
+
+    def __init__(self, node, pos: dict | None = None):
         self.pos = pos or {}
         self.loads: set[str] = set()
-        self.attrs: set[str] = set()
-        self.attr_lines: dict[str, int] = {}
         self.stores: set[str] = set()
+        self.attrs: dict[str, int] = {}
+        self._walk(node)
 
     def _note(self, name: str, node) -> None:
-        self.attrs.add(name)
-        if name not in self.attr_lines:
-            p = self.pos.get(id(node))
-            self.attr_lines[name] = p[0][0] if p else 0
+        p = self.pos.get(id(node))
+        line = p[0][0] if p else 0
+        old = self.attrs.get(name)
+        if old is None or (line and (line < old or not old)):
+            self.attrs[name] = line
 
-    def visit_Name(self, node: cst.Name) -> None:
-        self.loads.add(node.value)
-
-    def visit_Attribute(self, node: cst.Attribute) -> bool:
-        self._note(node.attr.value, node)
-        node.value.visit(self)
-        return False
-
-    def visit_Call(self, node: cst.Call) -> None:
-        if _cst_dotted(node.func) in ("getattr", "hasattr") and len(node.args) >= 2:
-            v = node.args[1].value
-            if isinstance(v, cst.SimpleString):
-                try:
-                    s = v.evaluated_value
-                except Exception:  # noqa: BLE001
-                    return
-                if isinstance(s, str):
-                    self._note(s, node)
-
-    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
-        if isinstance(node.target, cst.Name):
-            self.stores.add(node.target.value)
-
-
-def _free_names(node) -> set[str]:
-    c = _NameCollector()
-    node.visit(c)
-    return c.loads
-
-
-def _attr_reads(node, pos: dict) -> dict[str, int]:
-    c = _NameCollector(pos)
-    node.visit(c)
-    return c.attr_lines
-
-
-def _assigned_names(node) -> set[str]:
-    c = _NameCollector()
-    node.visit(c)
-    return c.stores
+    def _walk(self, root) -> None:  # noqa: C901 - the whole pass
+        Name, Attribute, Call, AssignTarget = cst.Name, cst.Attribute, cst.Call, cst.AssignTarget
+        CSTNode, SimpleString = cst.CSTNode, cst.SimpleString
+        loads, stores = self.loads, self.stores
+        stack = [root]
+        pop, push, extend = stack.pop, stack.append, stack.extend
+        while stack:
+            node = pop()
+            tp = type(node)
+            if tp is Name:
+                loads.add(node.value)
+                continue
+            if tp is Attribute:
+                self._note(node.attr.value, node)
+                push(node.value)
+                continue
+            if tp is Call:
+                args = node.args
+                if len(args) >= 2 and _cst_dotted(node.func) in ("getattr", "hasattr"):
+                    v = args[1].value
+                    if type(v) is SimpleString:
+                        try:
+                            s = v.evaluated_value
+                        except Exception:  # noqa: BLE001
+                            s = None
+                        if isinstance(s, str):
+                            self._note(s, node)
+            elif tp is AssignTarget and type(node.target) is Name:
+                stores.add(node.target.value)
+            for fname in _child_fields(tp):
+                v = getattr(node, fname)
+                if isinstance(v, CSTNode):
+                    push(v)
+                elif type(v) in (tuple, list):
+                    extend([c for c in v if isinstance(c, CSTNode)])
 
 
 def extract_module(source: str, module_name: str, is_package: bool) -> dict:

@@ -197,7 +197,9 @@ class ProjectIndex:
             self._is_param_cache[key] = bool(ext & TORCH_PARAMETER) or "nn.Parameter" in ext
         return self._is_param_cache[key]
 
-    def lookup_method(self, key: str, name: str, after: str | None = None) -> tuple[str, str] | None:
+    def lookup_method(
+        self, key: str, name: str, after: str | None = None
+    ) -> tuple[str, str] | None:
         """(module, qualname) of `name` in the MRO of class `key` (optionally after class `after`)."""
         chain = self.mro(key)
         if after is not None and after in chain:

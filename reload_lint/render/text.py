@@ -5,13 +5,14 @@ from __future__ import annotations
 from reload_lint.findings import FileError, Finding
 
 
-def render_text(findings: list[Finding], errors: list[FileError], *, show_trace: bool = True) -> str:
+def render_text(
+    findings: list[Finding], errors: list[FileError], *, show_trace: bool = True
+) -> str:
     lines: list[str] = []
     for f in findings:
         tag = f" [suppressed: {f.suppressed}]" if f.suppressed else ""
         lines.append(
-            f"{f.path}:{f.line}:{f.column}: {f.rule} {f.message} "
-            f"[{f.confidence} confidence]{tag}"
+            f"{f.path}:{f.line}:{f.column}: {f.rule} {f.message} [{f.confidence} confidence]{tag}"
         )
         if show_trace:
             for step in f.trace:

@@ -225,7 +225,8 @@ def is_custom_op(qualified: str) -> bool:
     if qualified.startswith("torch.ops."):
         return True
     return any(
-        p in ("_custom_ops", "_C", "_moe_C", "sgl_kernel", "_rocm_C", "custom_ops") for p in parts[:-1]
+        p in ("_custom_ops", "_C", "_moe_C", "sgl_kernel", "_rocm_C", "custom_ops")
+        for p in parts[:-1]
     )
 
 

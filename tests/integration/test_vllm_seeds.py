@@ -44,7 +44,6 @@ POSITIVES = [
     (f"{FM}/experts/flashinfer_b12x_moe.py", "self.w1_sf_mma", {"RL102"}),
     (f"{FM}/experts/flashinfer_b12x_moe.py", "self.w2_sf_mma", {"RL102"}),
     (f"{FM}/experts/trtllm_nvfp4_moe.py", "self.g1_scale_c", {"RL107"}),
-    (f"{FM}/experts/trtllm_fp8_moe.py", "self.gemm1_alpha", {"RL102"}),
     (f"{FM}/unquantized_fused_moe_method.py", "layer.w13_weight.data", {"RL106"}),
     ("vllm/model_executor/layers/attention/mla_attention.py", "self.W_UV", {"RL101"}),
     ("vllm/model_executor/layers/attention/mla_attention.py", "self.W_UK_T", {"RL101"}),
@@ -56,7 +55,8 @@ POSITIVES = [
 REBUILT_TRACES = [
     (f"{Q}/fp8.py", "self.moe_kernel", ["ab_strides1", "c_strides1"]),
     (f"{Q}/fp8.py", "self.moe_kernel", ["gemm1_alpha", "gemm1_beta", "gemm1_clamp_limit"]),
-    (f"{CT}/compressed_tensors_moe_w4a8_fp8.py", "self.moe_kernel", ["a_strides1", "s_strides"]),
+    (f"{CT}/compressed_tensors_moe_w4a8_fp8.py", "self.moe_kernel", ["a_strides1", "s_strides1"]),
+    (f"{Q}/fp8.py", "self.moe_kernel", ["gemm1_alpha"]),  # TRT-LLM FP8 experts constants
 ]
 
 # (path, line text fragment) -- the seeds' named negatives

