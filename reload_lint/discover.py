@@ -56,7 +56,9 @@ def _excluded(rel: str, patterns: list[str]) -> bool:
     return False
 
 
-def discover(paths: list[Path], base: Path, cfg: Config) -> tuple[list[SourceFile], list[FileError]]:
+def discover(
+    paths: list[Path], base: Path, cfg: Config
+) -> tuple[list[SourceFile], list[FileError]]:
     excludes = list(DEFAULT_EXCLUDES) + list(cfg.exclude)
     includes = list(cfg.include)
     seen: set[str] = set()
