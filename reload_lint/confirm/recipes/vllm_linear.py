@@ -83,6 +83,8 @@ class _GptqRecipe(_VllmRecipe):
             lm_head_quantized=False,
             dynamic={},
             full_config={},
+            # GPTQ quantizes the modules the checkpoint lists; name this one
+            modules_in_block_to_quantize=["down_proj"],
         )
         layer = ReplicatedLinear(
             self.K,
@@ -93,6 +95,8 @@ class _GptqRecipe(_VllmRecipe):
             prefix="model.layers.0.mlp.down_proj",
         )
         qm = layer.quant_method
+        if not hasattr(qm, "kernel"):
+            raise RuntimeError(f"AutoGPTQConfig gave {type(qm).__name__}, not a GPTQ method")
         chosen = type(qm.kernel).__name__
         notes = [f"quant method {type(qm).__name__}; vLLM chose {chosen}", *shim_notes()]
         if chosen != self.kernel_name:
