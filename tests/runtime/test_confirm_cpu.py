@@ -1,0 +1,312 @@
+"""The runner on CPU fixture kernels: red/green pairs, watchdog paths, recorder coverage, CLI.
+
+Every red here comes from a real storage census (post-load run twice with the production-like
+copy-back) and a replay of the captured op sequence; nothing is asserted that the runner could
+produce without running the kernels.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from reload_lint.confirm.evidence import EVIDENCE_SCHEMA_VERSION  # noqa: E402
+from reload_lint.confirm.recorder import DispatchRecorder, Manifest, take_census  # noqa: E402
+from reload_lint.confirm.reload import SimulatedLayerwiseReload, load_weights  # noqa: E402
+from reload_lint.confirm.runner import Options, confirm  # noqa: E402
+from reload_lint.confirm.sites import load_findings  # noqa: E402
+from reload_lint.confirm.walk import walk_tensors  # noqa: E402
+from reload_lint.findings import Finding, compute_fingerprints  # noqa: E402
+
+from . import fixture_kernels as fk  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+MOD = "tests.runtime.fixture_kernels"
+
+
+def finding(symbol: str, target: str, rule: str = "RL102", line: int = 1) -> Finding:
+    f = Finding(
+        rule=rule,
+        path=fk.PATH,
+        line=line,
+        column=1,
+        end_line=line,
+        symbol=symbol,
+        target=target,
+        message="fixture",
+    )
+    compute_fingerprints([f])
+    return f
+
+
+def run(f: Finding, **kw) -> dict:
+    opts = Options(
+        device="cpu", replay_timeout=kw.pop("replay_timeout", 4.0), recipe_modules=(MOD,)
+    )
+    for k, v in kw.items():
+        setattr(opts, k, v)
+    recs = confirm([f], opts)
+    return {("fixed" if r.fixed else "bug"): r for r in recs}
+
+
+def linked_rows(rec) -> list[dict]:
+    return [r for r in rec.census["rows"] if r["path"] in rec.census["linked"]]
+
+
+def test_workspace_red_livelock_then_green_with_storage_reuse():
+    out = run(finding("ScratchKernel.process_weights_after_loading", "self.workspace"))
+    bug, fixed = out["bug"], out["fixed"]
+    assert bug.verdict == "red" and bug.failure == "livelock", bug.reason
+    assert bug.replay["outcome"]["status"] == "hang"
+    [row] = linked_rows(bug)
+    assert row["path"] == "layer.quant_method.kernel.workspace"
+    assert row["freed"] and row["graph_visible"]
+    # isolation: the sibling site (sort_idx) was fixed on the bug side
+    assert any("layer.sort_idx" in i for i in bug.isolation)
+    assert fixed.verdict == "green", fixed.reason
+    assert not any(r["moved"] or r["freed"] for r in fixed.census["rows"])
+    assert fixed.replay["match"] and fixed.replay["bitwise"]
+    assert bug.reload_path == "simulated-copy-back"
+
+
+def test_unregistered_permutation_red_illegal_access_then_green_with_registration():
+    out = run(finding("ScratchKernel.process_weights_after_loading", "layer.sort_idx", "RL101"))
+    bug, fixed = out["bug"], out["fixed"]
+    assert bug.verdict == "red" and bug.failure == "illegal access", bug.reason
+    assert "out of" in bug.reason.lower() or "bounds" in bug.reason.lower()
+    assert [r["path"] for r in linked_rows(bug)] == ["layer.sort_idx"]
+    assert fixed.verdict == "green", fixed.reason
+
+
+def test_partial_keyword_permutation_stale_read_then_green_with_late_binding():
+    out = run(finding("PartialPermKernel.process_weights_after_loading", "self.act_perm", "RL103"))
+    bug, fixed = out["bug"], out["fixed"]
+    [row] = linked_rows(bug)
+    assert row["path"] == "layer.quant_method.kernel.act_perm.kw[index]"
+    # the old permutation is retained (like compile artifacts): moved, not freed -> stale read
+    assert row["moved"] and not row["freed"]
+    assert bug.verdict == "red" and bug.failure == "stale read", bug.reason
+    assert fixed.verdict == "green", fixed.reason
+    assert [r["path"] for r in linked_rows(fixed)] == ["layer._reload_lint_act_perm"]
+
+
+def test_rebuilt_object_constants_red_then_green_with_reuse():
+    out = run(finding("Experts.__init__", "self.alpha", "RL105"))
+    bug, fixed = out["bug"], out["fixed"]
+    assert bug.verdict == "red" and bug.failure in ("stale read", "freed"), bug.reason
+    assert linked_rows(bug)[0]["freed"]
+    assert fixed.verdict == "green", fixed.reason
+
+
+def test_correct_kernel_is_green_on_the_bug_side():
+    out = run(finding("RegisteredKernel.process_weights_after_loading", "layer.sort_idx", "RL101"))
+    assert set(out) == {"bug"}  # no fix to apply: no fixed side
+    assert out["bug"].verdict == "green", out["bug"].reason
+
+
+def test_generic_fallback_and_no_recipe():
+    out = run(finding("SelfContained.process_weights_after_loading", "self.row_scale", "RL101"))
+    assert out["bug"].recipe.startswith("generic:")
+    assert out["bug"].verdict == "red", out["bug"].reason
+    out = run(finding("NeedsArgs.process_weights_after_loading", "self.x"))
+    assert out["bug"].verdict == "inconclusive"
+    assert "cannot be constructed without arguments" in out["bug"].reason
+
+
+def test_watchdog_keeps_other_sites():
+    sites = [
+        finding("ScratchKernel.process_weights_after_loading", "self.workspace"),
+        finding("PartialPermKernel.process_weights_after_loading", "self.act_perm", "RL103"),
+    ]
+    recs = confirm(sites, Options(device="cpu", replay_timeout=3.0, recipe_modules=(MOD,)))
+    verdicts = [(r.target, r.fixed, r.verdict, r.failure) for r in recs]
+    assert ("self.workspace", False, "red", "livelock") in verdicts
+    assert ("self.act_perm", False, "red", "stale read") in verdicts
+    assert ("self.act_perm", True, "green", None) in verdicts
+
+
+def test_dispatch_recorder_finds_a_tensor_no_walk_reaches():
+    layer = fk.FixtureLinear(fk.HiddenGlobalKernel)
+    driver = SimulatedLayerwiseReload()
+    driver.record(layer)
+    load_weights(layer, fk.checkpoint(1))
+    with torch.no_grad():
+        layer.quant_method.process_weights_after_loading(layer)
+        x = torch.randn(2, fk.IN)
+        assert not any(h.tensor is fk.HIDDEN["bias"] for h in walk_tensors({"layer": layer}))
+        rec = DispatchRecorder()
+        with rec:
+            layer(x)
+        manifest = Manifest.record({"layer": layer}, rec, inputs=[x])
+        driver.reload(layer, fk.checkpoint(2))
+    rows = take_census(manifest)
+    hidden = [r for r in rows if r.sources == ["dispatch"]]
+    assert len(hidden) == 1 and hidden[0].freed and hidden[0].graph_visible
+    # registered weight: protected by the copy-back
+    weight = [r for r in rows if r.path == "layer.weight"]
+    assert weight and not weight[0].moved and not weight[0].freed
+
+
+def test_walk_unwraps_partials_closures_defaults_and_containers():
+    t1, t2, t3, t4, t5 = (torch.zeros(1) for _ in range(5))
+
+    def make():
+        captured = t2
+
+        def inner(x, scale=t3):
+            return x * captured * scale
+
+        return inner
+
+    class Holder:
+        pass
+
+    h = Holder()
+    h.p = functools.partial(torch.add, other=t1)
+    h.f = make()
+    h.items = {"a": [t4]}
+    h.nested = Holder()
+    h.nested.slot = t5
+    paths = {hit.path for hit in walk_tensors({"h": h})}
+    assert {
+        "h.p.kw[other]",
+        "h.f.<closure:captured>",
+        "h.f.<default:scale>",
+        "h.items[a][0]",
+        "h.nested.slot",
+    } <= paths
+
+
+def test_simulated_reload_keeps_registered_storage_and_loads_new_values():
+    layer = fk.FixtureLinear(fk.RegisteredKernel)
+    driver = SimulatedLayerwiseReload()
+    driver.record(layer)
+    load_weights(layer, fk.checkpoint(1))
+    with torch.no_grad():
+        layer.quant_method.process_weights_after_loading(layer)
+        ptr = layer.weight.data_ptr()
+        driver.reload(layer, fk.checkpoint(2))
+    assert layer.weight.data_ptr() == ptr
+    cold = fk.FixtureLinear(fk.RegisteredKernel)
+    load_weights(cold, fk.checkpoint(2))
+    with torch.no_grad():
+        cold.quant_method.process_weights_after_loading(cold)
+    assert torch.equal(layer.weight, cold.weight)
+
+
+def _cli(*args, cwd=ROOT):
+    return subprocess.run(
+        [sys.executable, "-m", "reload_lint", "confirm", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+
+
+def _findings_file(tmp_path, findings) -> Path:
+    p = tmp_path / "findings.json"
+    p.write_text(json.dumps({"schema_version": "1.0", "findings": [f.to_json() for f in findings]}))
+    return p
+
+
+def test_cli_writes_evidence_and_exit_codes(tmp_path):
+    f_red = finding("PartialPermKernel.process_weights_after_loading", "self.act_perm", "RL103", 95)
+    f_green = finding(
+        "RegisteredKernel.process_weights_after_loading", "layer.sort_idx", "RL101", 7
+    )
+    fp = _findings_file(tmp_path, [f_red, f_green])
+    out = tmp_path / "evidence.json"
+    r = _cli(
+        "--findings", str(fp), "--recipes", MOD, "--site", f_green.fingerprint[:8], "-o", str(out)
+    )
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(out.read_text())
+    assert doc["schema_version"] == EVIDENCE_SCHEMA_VERSION
+    [ev] = doc["evidence"]
+    assert ev["fingerprint"] == f_green.fingerprint and ev["verdict"] == "green"
+    for key in ("fingerprint", "verdict", "failure", "reason", "fixed"):
+        assert key in ev
+    r = _cli("--findings", str(fp), "--recipes", MOD, "--site", f"{fk.PATH}:95", "-o", str(out))
+    assert r.returncode == 1, r.stderr
+    doc = json.loads(out.read_text())
+    assert {(e["fixed"], e["verdict"]) for e in doc["evidence"]} == {
+        (False, "red"),
+        (True, "green"),
+    }
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (None, "no such findings file"),
+        ("{not json", "not valid JSON"),
+        ('{"findings": 3}', "not a findings document"),
+        ('{"findings": [{"rule": "RL101"}]}', "lacks path, line"),
+    ],
+)
+def test_cli_one_line_errors(tmp_path, content, message):
+    fp = tmp_path / "f.json"
+    if content is not None:
+        fp.write_text(content)
+    out = tmp_path / "e.json"
+    r = _cli("--findings", str(fp), "-o", str(out))
+    assert r.returncode == 2
+    assert message in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert not out.exists()
+
+
+def test_cli_unknown_selector(tmp_path):
+    fp = _findings_file(tmp_path, [finding("ScratchKernel.process_weights_after_loading", "x")])
+    r = _cli("--findings", str(fp), "--site", "RL999", "-o", str(tmp_path / "e.json"))
+    assert r.returncode == 2 and "matches no finding" in r.stderr
+
+
+def test_vllm_sites_map_to_recipes():
+    from reload_lint.confirm.recipes import find_recipe
+
+    fs = load_findings(ROOT / "tests/runtime/data/vllm-0.25.1-sites.json")
+    names = {}
+    for f in fs:
+        r, why = find_recipe(f)
+        names[(f.symbol.split(".")[0], f.target)] = r.name if r else why
+    assert names[("MarlinLinearKernel", "self.workspace")] == "vllm-marlin-gptq-act-order"
+    assert names[("MarlinLinearKernel", "layer.g_idx_sort_indices")] == "vllm-marlin-gptq-act-order"
+    assert names[("MacheteLinearKernel", "self.act_perm")] == "vllm-machete-gptq-act-order"
+    assert names[("prepare_fp8_layer_for_marlin", "layer.workspace")] == "vllm-fp8-marlin-fallback"
+    assert names[("CutlassExpertsFp8Base", "self.ab_strides1")] == "vllm-cutlass-fp8-moe"
+    assert "no recipe for FlashInferExperts" in names[("FlashInferExperts", "self.gemm1_alpha")]
+
+
+def test_vllm_sites_without_cuda_are_inconclusive_with_reason(tmp_path):
+    out = tmp_path / "e.json"
+    r = _cli("--findings", "tests/runtime/data/vllm-0.25.1-sites.json", "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(out.read_text())
+    assert doc["evidence"] and all(e["verdict"] == "inconclusive" for e in doc["evidence"])
+    assert all(e["reason"] for e in doc["evidence"])
+
+
+def test_committed_h200_evidence_is_well_formed():
+    doc = json.loads((ROOT / "docs/evidence/h200-vllm-0.25.1.json").read_text())
+    assert doc["environment"]["vllm"] == "0.25.1"
+    by = {(e["target"], e["fixed"]): e for e in doc["evidence"]}
+    for target in (
+        "self.workspace",
+        "layer.g_idx_sort_indices",
+        "self.act_perm",
+        "layer.workspace",
+        "self.ab_strides1",
+        "self.c_strides1",
+    ):
+        assert by[(target, False)]["verdict"] == "red"
+        assert by[(target, True)]["verdict"] == "green"
+        assert by[(target, False)]["reload_path"] == "vllm-layerwise"
+    assert {e["failure"] for e in doc["evidence"]} >= {"livelock", "illegal access", "stale read"}
