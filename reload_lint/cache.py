@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 import pickle
+import stat
 import tempfile
 from pathlib import Path
 
@@ -31,8 +32,12 @@ def default_cache_dir() -> Path:
 
 def _extract_job(args):
     text, module, is_pkg = args
+    from reload_lint.guard import too_complex
     from reload_lint.index.extract import extract_module
 
+    why = too_complex(text)  # libcst's native parser segfaults on pathological nesting
+    if why is not None:
+        return ("err", "RL906", 0, f"file skipped: {why}")
     try:
         return ("ok", extract_module(text, module, is_pkg))
     except RecursionError:
@@ -41,10 +46,53 @@ def _extract_job(args):
         import libcst as cst
 
         if isinstance(exc, cst.ParserSyntaxError):
-            msg = str(exc).strip().splitlines()
-            first = msg[0] if msg else "syntax error"
-            return ("err", "RL901", int(getattr(exc, "raw_line", 0) or 0), f"syntax error: {first}")
+            line, detail = _syntax_detail(text, exc)
+            return ("err", "RL901", line, f"syntax error: {detail}")
         return ("err", "RL906", 0, f"could not analyse file: {type(exc).__name__}: {exc}")
+
+
+def _decode(data: bytes) -> str | tuple[str]:
+    """UTF-8, or the encoding a PEP 263 coding cookie declares; (why,) when neither works."""
+    import codecs
+    import io
+    import tokenize
+
+    try:
+        enc, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    except SyntaxError as exc:  # unknown codec, or a cookie that contradicts a BOM
+        return (f"cannot decode file: {str(exc.msg or exc).splitlines()[0]}",)
+    enc = codecs.lookup(enc).name
+    if enc in ("utf-8", "utf-8-sig"):
+        enc = "utf-8"
+    try:
+        text = data.decode(enc)
+    except UnicodeDecodeError as exc:
+        what = "valid UTF-8" if enc == "utf-8" else f"valid {enc} (its coding cookie)"
+        return (f"file is not {what} (byte {exc.start})",)
+    except LookupError as exc:
+        return (f"cannot decode file: {exc}",)
+    return text
+
+
+def _syntax_detail(text: str, exc) -> tuple[int, str]:
+    """Line and one-line reason for a libcst syntax error; CPython's wording when CPython
+    agrees the file is invalid (it says what is wrong: "'(' was never closed")."""
+    import ast
+    import warnings
+
+    line = int(getattr(exc, "raw_line", 0) or 0)
+    detail = str(getattr(exc, "message", "") or "").strip().splitlines()
+    detail_s = detail[0] if detail else "invalid syntax"
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ast.parse(text)
+    except SyntaxError as err:
+        if err.msg:
+            return int(err.lineno or line), str(err.msg).splitlines()[0]
+    except (RecursionError, MemoryError, ValueError):
+        pass
+    return line, detail_s
 
 
 class RecordStore:
@@ -76,35 +124,64 @@ class RecordStore:
             return self.texts[sf.rel]
         if sf.rel in self._bad:
             return None
-        try:
-            size = sf.path.stat().st_size
-            if size > MAX_FILE_BYTES:
-                self._fail(
-                    sf,
-                    "RL906",
-                    f"file is larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB; skipped",
-                )
-                return None
-            data = sf.path.read_bytes()
-        except FileNotFoundError:
-            self._fail(sf, "RL903", "file vanished during the run")
-            return None
-        except OSError as exc:
-            self._fail(sf, "RL903", f"cannot read file: {exc.strerror or exc}")
+        data = self._read(sf)
+        if data is None:
             return None
         if b"\x00" in data:
             self._fail(sf, "RL902", "file contains NUL bytes")
             return None
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            self._fail(sf, "RL902", f"file is not valid UTF-8 (byte {exc.start})")
+        text = _decode(data)
+        if not isinstance(text, str):
+            self._fail(sf, "RL902", text[0])
             return None
         if text.startswith("\ufeff"):
             text = text[1:]
         self.texts[sf.rel] = text
         self._hash[sf.rel] = hashlib.sha256(data).hexdigest()
         return text
+
+    def _read(self, sf: SourceFile) -> bytes | None:
+        """The file's bytes, or None with an RL903/RL906 recorded. Opened non-blocking and
+        checked to be a regular file on the open descriptor, so a FIFO or device named *.py
+        can neither hang the run nor be swapped in between a check and the read."""
+        flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+        try:
+            fd = os.open(sf.path, flags)
+        except FileNotFoundError:
+            if os.path.islink(sf.path):
+                self._fail(sf, "RL903", "broken symlink: its target does not exist")
+            else:
+                self._fail(sf, "RL903", "file vanished during the run")
+            return None
+        except OSError as exc:
+            self._fail(sf, "RL903", f"cannot read file: {exc.strerror or exc}")
+            return None
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                kind = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file"
+                self._fail(sf, "RL903", f"cannot read file: {kind}")
+                return None
+            if st.st_size > MAX_FILE_BYTES:
+                mib = MAX_FILE_BYTES // (1024 * 1024)
+                self._fail(sf, "RL906", f"file is larger than {mib} MiB; skipped")
+                return None
+            chunks = []
+            while True:
+                chunk = os.read(fd, 1 << 20)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                if sum(map(len, chunks)) > MAX_FILE_BYTES:  # grew while we read it
+                    mib = MAX_FILE_BYTES // (1024 * 1024)
+                    self._fail(sf, "RL906", f"file is larger than {mib} MiB; skipped")
+                    return None
+            return b"".join(chunks)
+        except OSError as exc:
+            self._fail(sf, "RL903", f"cannot read file: {exc.strerror or exc}")
+            return None
+        finally:
+            os.close(fd)
 
     def _fail(self, sf: SourceFile, rule: str, msg: str, line: int = 0) -> None:
         self._bad.add(sf.rel)

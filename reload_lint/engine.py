@@ -105,7 +105,10 @@ def run_check(
     )
     roots = cfg.all_root_names()
     seeds = [sf for sf in files if store.mentions_any(sf, roots)]
-    store.prefetch(seeds)
+    # files passed by name are parsed even when no root mentions them, so a syntax error in
+    # the file a pre-commit hook names is reported (a directory run parses what it reaches)
+    named = [sf for sf in files if only_paths and sf.rel in only_paths and sf not in seeds]
+    store.prefetch(seeds + named)
 
     def loader(module: str):
         sf = by_module.get(module)
@@ -123,6 +126,7 @@ def run_check(
     )
     findings = analyzer.run(seed_modules)
     store.save()
+    errors.extend(getattr(analyzer, "errors", ()))
 
     findings = [f for f in findings if _selected(f.rule, f.path, cfg)]
     findings.sort(key=Finding.sort_key)

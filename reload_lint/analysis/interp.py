@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from reload_lint.analysis import values as V
 from reload_lint.analysis.values import AV
-from reload_lint.findings import Finding, TraceStep
+from reload_lint.findings import FileError, Finding, TraceStep
 from reload_lint.index.extract import dotted
 from reload_lint.index.project import TORCH_PARAMETER, ProjectIndex
 from reload_lint.rules import RULES
@@ -67,6 +67,8 @@ class Analyzer:
         self._registered: set[str] | None = None
         self.cache_modules: list[str] = []  # modules with first-use caches (RL201 candidates)
         self._buffers: set[str] | None = None
+        # RL906 rows for roots whose analysis raised (crash guard; see _guarded)
+        self.errors: list[FileError] = []
 
     # ------------------------------------------------------------------ registries
     def registered_names(self) -> set[str]:
@@ -96,7 +98,7 @@ class Analyzer:
         # make the registries see every root file before judging
         self._registered = None
         for mod, qn, f in roots:
-            self.run_root(mod, qn, f)
+            self._guarded(mod, qn, f, self.run_root, mod, qn, f)
         self.run_lazy()
         self.run_apply_caches([*modules, *self.cache_modules])
         self.add_graph_visibility()
@@ -1039,7 +1041,7 @@ class Analyzer:
                     if f is None or not f["guarded"]:
                         continue
                     done.add((mod, qn))
-                    self._run_method(mod, f, "lazy", cls_key, where)
+                    self._guarded(mod, qn, f, self._run_method, mod, f, "lazy", cls_key, where)
 
     def run_apply_caches(self, modules: list[str]) -> None:
         for mod in sorted(set(modules)):
@@ -1048,7 +1050,18 @@ class Analyzer:
                 continue
             for _qn, f in sorted(rec["functions"].items()):
                 if f["name"] in self.apply_names and f["guarded"] and f["cls"]:
-                    self._run_method(mod, f, "apply", f"{mod}:{f['cls']}", None)
+                    cls_key = f"{mod}:{f['cls']}"
+                    self._guarded(mod, _qn, f, self._run_method, mod, f, "apply", cls_key, None)
+
+    def _guarded(self, mod: str, qn: str, f: dict, fn, *args) -> None:
+        """Crash guard (issue 6): one function whose analysis raises (deep recursion, an
+        engine bug) becomes an RL906 row for its file; the other roots still run."""
+        try:
+            fn(*args)
+        except Exception as exc:  # noqa: BLE001 - RecursionError included
+            what = "nested too deeply" if isinstance(exc, RecursionError) else "internal error"
+            msg = f"analysis of {qn} did not complete ({what}: {type(exc).__name__})"
+            self.errors.append(FileError("RL906", self.index.path_of(mod), msg, f.get("line", 0)))
 
     def _run_method(self, mod: str, f: dict, mode: str, cls_key: str, where) -> None:
         path = self.index.path_of(mod)
