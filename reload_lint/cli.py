@@ -23,6 +23,14 @@ class UsageError(Exception):
     """A whole-run problem reported as one line with exit code 2."""
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line on stderr (exit 2), like every whole-run
+    error; the full usage is one `--help` away."""
+
+    def error(self, message: str):
+        self.exit(EXIT_ERROR, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
 def _add_common_check_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("paths", nargs="*", help="files or directories to audit (default: .)")
     p.add_argument("--vllm", metavar="VERSION", help="audit a released vLLM's sources")
@@ -40,7 +48,7 @@ def _add_common_check_args(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="reload-lint",
         description="Find tensors that escape weight-reload copy-back and break CUDA graphs.",
     )

@@ -83,10 +83,26 @@ def discover(
                     add(root)
             continue
         if not root.is_dir():
-            errors.append(FileError("RL903", _rel(root, base), "no such file or directory"))
+            if not os.path.lexists(root):
+                errors.append(FileError("RL903", _rel(root, base), "no such file or directory"))
+            elif root.suffix == ".py":
+                add(root)  # a FIFO or device named *.py: reading reports it (RL903)
             continue
         visited: set[tuple[int, int]] = set()
-        for dirpath, dirnames, filenames in os.walk(root, followlinks=False, onerror=None):
+
+        def walk_error(exc: OSError, root: Path = root) -> None:
+            # a directory os.walk could not list: say so instead of silently skipping it
+            where = Path(exc.filename) if exc.filename else root
+            rel = _rel(where, base)
+            if _excluded(rel, excludes):
+                return
+            if isinstance(exc, FileNotFoundError):
+                why = "directory vanished during the run"
+            else:
+                why = f"cannot read directory: {exc.strerror or exc}"
+            errors.append(FileError("RL903", rel, why))
+
+        for dirpath, dirnames, filenames in os.walk(root, followlinks=False, onerror=walk_error):
             d = Path(dirpath)
             try:
                 st = d.stat()
