@@ -1,9 +1,18 @@
-"""Reading files and producing per-file records, with a content-hash cache.
+"""Reading files and producing per-file records, with one packed cache file per tree.
 
-A record depends only on the file's bytes, its module name and the extractor version, so the
-cache key is sha256(bytes) + module name + tool version; entries are written atomically
-(write to a temp file, rename), which makes concurrent runs safe: the worst case is two
-processes writing the same entry.
+A record depends only on the file's bytes, its module name and the extractor, so records are
+keyed by sha256(bytes) + module name + package flag + extractor fingerprint. Everything one
+audited tree needs lives in one pickle, `<cache-dir>/packs/<tree key>.pack`:
+
+- a file table, rel -> (mtime_ns, size, inode, sha256, flags): a file whose stat() matches
+  its row is not read or hashed again (rows written less than two seconds before the pack
+  itself are "racy", as git calls them, and are always re-hashed);
+- per-file records as pickled bytes, unpickled only when the analysis asks for them;
+- whole-run results keyed by every file's hash and module, the config and the tool's own
+  sources, so a run over an unchanged tree reads no source file at all.
+
+The pack is written to a temp file in the same folder and os.replace()d in: concurrent runs
+never see a torn file; the worst case is one run's additions being lost and recomputed.
 """
 
 from __future__ import annotations
@@ -12,7 +21,9 @@ import hashlib
 import os
 import pickle
 import stat
+import sys
 import tempfile
+import time
 from pathlib import Path
 
 from reload_lint import __version__
@@ -21,13 +32,70 @@ from reload_lint.discover import SourceFile
 from reload_lint.findings import FileError
 
 EXTRACT_VERSION = "3x"
+PACK_VERSION = 1
 MAX_FILE_BYTES = 8 * 1024 * 1024
+RACY_NS = 2_000_000_000  # rows this close to the pack's write time are re-hashed
+KEEP_RESULTS = 8  # whole-run results kept per tree (e.g. a few --select variants)
+_MENTIONS, _MARKER = 1, 2  # file-table flags: text mentions a root name / "reload-lint:"
+SUPPRESSION_MARKER = "reload-lint:"
 
 
 def default_cache_dir() -> Path:
     from reload_lint.sources import cache_root
 
     return cache_root() / "index"
+
+
+def _stat_key(st) -> tuple[int, int, int]:
+    return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+
+_FINGERPRINTS: dict[str, str] = {}
+
+
+def extractor_fingerprint() -> str:
+    """Changes whenever the record a file produces could change: the extractor's own
+    sources, libcst's installed version, the interpreter's minor version."""
+    if "extract" not in _FINGERPRINTS:
+        import importlib.util
+
+        h = hashlib.sha256(f"{__version__}|{EXTRACT_VERSION}|{sys.version_info[:2]}".encode())
+        here = Path(__file__).resolve().parent
+        for rel in ("index/extract.py", "index/positions.py", "guard.py", "cache.py"):
+            try:
+                h.update(rel.encode() + b"\0" + (here / rel).read_bytes())
+            except OSError:
+                h.update(rel.encode() + b"\0missing")
+        spec = importlib.util.find_spec("libcst")
+        origin = spec.origin if spec is not None else None
+        if origin:
+            try:
+                h.update(repr(_stat_key(os.stat(Path(origin).parent / "_version.py"))).encode())
+            except OSError:
+                h.update(origin.encode())
+        _FINGERPRINTS["extract"] = h.hexdigest()[:32]
+    return _FINGERPRINTS["extract"]
+
+
+def tool_fingerprint() -> str:
+    """Changes whenever any of reload-lint's own sources changes (stat of every module):
+    whole-run results are reused only by the exact code that produced them."""
+    if "tool" not in _FINGERPRINTS:
+        h = hashlib.sha256(extractor_fingerprint().encode())
+        here = Path(__file__).resolve().parent
+        for dirpath, dirnames, filenames in os.walk(here):
+            dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+            for name in sorted(filenames):
+                if name.endswith((".py", ".toml", ".json", ".md", ".j2")):
+                    p = os.path.join(dirpath, name)
+                    try:
+                        st = os.stat(p)
+                    except OSError:
+                        continue
+                    rel = os.path.relpath(p, here)
+                    h.update(f"{rel}|{st.st_mtime_ns}|{st.st_size}\n".encode())
+        _FINGERPRINTS["tool"] = h.hexdigest()[:32]
+    return _FINGERPRINTS["tool"]
 
 
 def _extract_job(args):
@@ -105,18 +173,30 @@ class RecordStore:
         cache_dir: Path | None,
         jobs: int | None,
         errors: list[FileError],
+        tree: str = "",
+        progress=None,
     ):
+        """`tree` names the audited tree (absolute base dir and paths): one pack per tree."""
         self.files = files
         self.use_cache = use_cache
         self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
         self.jobs = jobs
         self.errors = errors
+        self.progress = progress
         self.texts: dict[str, str] = {}
         self._hash: dict[str, str] = {}
         self._records: dict[str, dict | None] = {}
         self._bad: set[str] = set()
         self.parsed = 0
-        self._new: dict[str, dict] = {}
+        self._by_rel = {sf.rel: sf for sf in files}
+        self._flags: dict[str, int] = {}
+        self._rows: dict[str, tuple] = {}
+        self._roots_key = ""
+        self._tree = tree
+        self._pack: dict = {}
+        self._blobs: dict[str, bytes] = {}  # record key -> pickled record (or error tuple)
+        self._dirty = False
+        self.result_hit = False
 
     # ---- text ----------------------------------------------------------------------
     def text(self, sf: SourceFile) -> str | None:
@@ -136,6 +216,8 @@ class RecordStore:
             return None
         if text.startswith("\ufeff"):
             text = text[1:]
+        if "\r" in text:  # universal newlines, as CPython reads source: old-Mac CR-only
+            text = text.replace("\r\n", "\n").replace("\r", "\n")  # files get real lines
         self.texts[sf.rel] = text
         self._hash[sf.rel] = hashlib.sha256(data).hexdigest()
         return text
@@ -187,94 +269,252 @@ class RecordStore:
         self._bad.add(sf.rel)
         self.errors.append(FileError(rule, sf.rel, msg, line))
 
+    # ---- the file table ------------------------------------------------------------
+    def _pack_path(self) -> Path:
+        key = hashlib.sha256(self._tree.encode()).hexdigest()[:24]
+        return self.cache_dir / "packs" / f"{key}.pack"
+
+    def _load_pack(self) -> dict:
+        try:
+            with open(self._pack_path(), "rb") as fh:
+                pack = pickle.load(fh)
+        except Exception:  # noqa: BLE001 - missing, corrupt or foreign: start empty
+            return {}
+        if not isinstance(pack, dict) or pack.get("version") != PACK_VERSION:
+            return {}
+        if pack.get("extract") != extractor_fingerprint():
+            pack["records"] = {}
+        return pack
+
+    def scan(self, root_names) -> None:
+        """Hash (or recognise by stat) every file and note which mention a root name or a
+        suppression marker. Reads no file whose stat matches its cached row."""
+        names = tuple(root_names)
+        self._roots_key = "\x1f".join(names)
+        if self.use_cache:
+            self._pack = self._load_pack()
+            self._blobs = dict(self._pack.get("records", {}))
+        rows = self._pack.get("files", {})
+        trust = self._pack.get("roots") == self._roots_key
+        written = self._pack.get("written_ns", 0)
+        for sf in self.files:
+            row = rows.get(sf.rel)
+            if row is not None and trust:
+                try:
+                    st = os.stat(sf.path)
+                except OSError:
+                    st = None
+                if (
+                    st is not None
+                    and stat.S_ISREG(st.st_mode)
+                    and _stat_key(st) == row[0]
+                    and row[0][0] < written - RACY_NS
+                ):
+                    self._hash[sf.rel] = row[1]
+                    self._flags[sf.rel] = row[2]
+                    self._rows[sf.rel] = row
+                    continue
+            text = self.text(sf)
+            if text is None:
+                continue
+            flags = (_MENTIONS if any(n in text for n in names) else 0) | (
+                _MARKER if SUPPRESSION_MARKER in text else 0
+            )
+            self._flags[sf.rel] = flags
+            if self.use_cache:
+                try:
+                    st = os.stat(sf.path)
+                    self._rows[sf.rel] = (_stat_key(st), self._hash[sf.rel], flags)
+                except OSError:
+                    pass
+                if row is None or row[1:] != self._rows.get(sf.rel, row)[1:]:
+                    self._dirty = True
+                elif self._rows.get(sf.rel, row)[0] != row[0]:
+                    self._dirty = True
+        if set(rows) != set(self._rows):
+            self._dirty = True
+
     def mentions_any(self, sf: SourceFile, names) -> bool:
+        flags = self._flags.get(sf.rel)
+        if flags is not None and "\x1f".join(names) == self._roots_key:
+            return bool(flags & _MENTIONS)
         text = self.text(sf)
         return text is not None and any(n in text for n in names)
 
-    # ---- records -------------------------------------------------------------------
-    def _key(self, sf: SourceFile) -> str:
-        raw = f"{self._hash[sf.rel]}\x1f{sf.module}\x1f{int(sf.is_package)}\x1f{__version__}\x1f{EXTRACT_VERSION}"
-        return hashlib.sha256(raw.encode()).hexdigest()
+    def marker_files(self) -> list[str]:
+        """Files whose text holds a suppression marker (sorted)."""
+        return sorted(rel for rel, fl in self._flags.items() if fl & _MARKER)
 
-    def _cache_path(self, key: str) -> Path:
-        return self.cache_dir / key[:2] / f"{key}.pickle"
+    def text_of(self, rel: str) -> str | None:
+        sf = self._by_rel.get(rel)
+        return self.text(sf) if sf is not None else None
 
-    def _load_cached(self, sf: SourceFile) -> dict | None:
+    # ---- whole-run results -----------------------------------------------------------
+    def run_key(self, *parts: str) -> str:
+        """Every file's identity and hash (or why it could not be read), plus `parts`."""
+        h = hashlib.sha256(f"{PACK_VERSION}|{tool_fingerprint()}".encode())
+        for p in parts:
+            h.update(b"\x1e" + p.encode())
+        bad = {e.path: e for e in self.errors}
+        for sf in self.files:
+            digest = self._hash.get(sf.rel)
+            if digest is None:
+                e = bad.get(sf.rel)
+                digest = f"!{e.rule}:{e.message}" if e is not None else "!"
+            h.update(f"\x1e{sf.rel}\x1f{sf.module}\x1f{int(sf.is_package)}\x1f{digest}".encode())
+        return h.hexdigest()
+
+    def get_result(self, key: str):
         if not self.use_cache:
             return None
-        try:
-            with open(self._cache_path(self._key(sf)), "rb") as fh:
-                rec = pickle.load(fh)
-            return rec if isinstance(rec, dict) and rec.get("module") == sf.module else None
-        except Exception:  # noqa: BLE001 - a corrupt or missing entry is a miss
+        blob = self._pack.get("results", {}).get(key)
+        if blob is None:
             return None
+        try:
+            value = pickle.loads(blob)
+        except Exception:  # noqa: BLE001 - a corrupt entry is a miss
+            return None
+        self.result_hit = True
+        return value
 
-    def _accept(self, sf: SourceFile, result) -> dict | None:
+    def put_result(self, key: str, value) -> None:
+        if not self.use_cache:
+            return
+        results = dict(self._pack.get("results", {}))
+        results.pop(key, None)
+        results[key] = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+        while len(results) > KEEP_RESULTS:
+            results.pop(next(iter(results)))
+        self._pack["results"] = results
+        self._dirty = True
+
+    # ---- records -------------------------------------------------------------------
+    def _key(self, sf: SourceFile) -> str:
+        return f"{self._hash[sf.rel]}\x1f{sf.module}\x1f{int(sf.is_package)}"
+
+    def _load_cached(self, sf: SourceFile):
+        """A cached extraction result, ("ok", record) or ("err", rule, line, msg), or None."""
+        if not self.use_cache or sf.rel not in self._hash:
+            return None
+        blob = self._blobs.get(self._key(sf))
+        if blob is None:
+            return None
+        try:
+            res = pickle.loads(blob)
+        except Exception:  # noqa: BLE001 - a corrupt entry is a miss
+            return None
+        if not isinstance(res, tuple) or not res:
+            return None
+        if res[0] == "ok" and not (isinstance(res[1], dict) and res[1].get("module") == sf.module):
+            return None
+        return res
+
+    def _accept(self, sf: SourceFile, result, blob: bytes | None = None) -> dict | None:
+        if self.use_cache and blob is not None and sf.rel in self._hash:
+            self._blobs[self._key(sf)] = blob
+            self._dirty = True
         if result[0] == "ok":
             rec = result[1]
             self._records[sf.rel] = rec
-            if self.use_cache:
-                self._new[self._key(sf)] = rec
             return rec
         _, rule, line, msg = result
         self._records[sf.rel] = None
         self._fail(sf, rule, msg, line)
         return None
 
+    def _tick(self, n: int = 1) -> None:
+        if self.progress is not None:
+            self.progress.advance(n)
+
     def record(self, sf: SourceFile) -> dict | None:
         if sf.rel in self._records:
             return self._records[sf.rel]
+        cached = self._load_cached(sf)
+        if cached is not None:
+            return self._accept(sf, cached)
         text = self.text(sf)
         if text is None:
             self._records[sf.rel] = None
             return None
-        rec = self._load_cached(sf)
-        if rec is not None:
-            self._records[sf.rel] = rec
-            return rec
         self.parsed += 1
-        return self._accept(sf, _extract_job((text, sf.module, sf.is_package)))
+        res = _extract_job((text, sf.module, sf.is_package))
+        self._tick()
+        blob = pickle.dumps(res, protocol=pickle.HIGHEST_PROTOCOL) if self.use_cache else None
+        return self._accept(sf, res, blob)
 
     def prefetch(self, files: list[SourceFile]) -> None:
+        """Records for `files`: from the pack, or parsed in parallel (results merged in the
+        order of `files`, so the outcome never depends on the number of workers)."""
         todo = []
         for sf in files:
             if sf.rel in self._records:
                 continue
-            text = self.text(sf)
-            if text is None:
+            cached = self._load_cached(sf)
+            if cached is not None:
+                self._accept(sf, cached)
                 continue
-            rec = self._load_cached(sf)
-            if rec is not None:
-                self._records[sf.rel] = rec
+            if self.text(sf) is None:
+                self._records[sf.rel] = None
                 continue
             todo.append(sf)
         if not todo:
             return
         jobs = self.jobs if self.jobs is not None else (os.cpu_count() or 1)
+        jobs = max(1, min(jobs, len(todo)))
         self.parsed += len(todo)
         payload = [(self.texts[sf.rel], sf.module, sf.is_package) for sf in todo]
         if jobs > 1 and len(todo) >= 8:
             import multiprocessing as mp
 
             ctx = mp.get_context("fork") if hasattr(os, "fork") else mp.get_context()
-            with ctx.Pool(min(jobs, len(todo))) as pool:
-                results = pool.map(_extract_job, payload, chunksize=4)
+            # biggest files first so no worker is left with a long tail; merged in input order
+            order = sorted(range(len(todo)), key=lambda i: -len(payload[i][0]))
+            blobs: list = [None] * len(todo)
+            with ctx.Pool(jobs) as pool:
+                it = pool.imap(_extract_blob_job, [payload[i] for i in order], chunksize=2)
+                for i, blob in zip(order, it, strict=True):
+                    blobs[i] = blob
+                    self._tick()
         else:
-            results = [_extract_job(p) for p in payload]
-        for sf, res in zip(todo, results, strict=False):
-            self._accept(sf, res)
+            blobs = []
+            for p in payload:
+                blobs.append(_extract_blob_job(p))
+                self._tick()
+        for sf, blob in zip(todo, blobs, strict=True):
+            self._accept(sf, pickle.loads(blob), blob if self.use_cache else None)
 
     def save(self) -> None:
-        if not self.use_cache or not self._new:
+        if not self.use_cache or not self._dirty:
             return
-        for key, rec in self._new.items():
-            path = self._cache_path(key)
-            try:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-                with os.fdopen(fd, "wb") as fh:
-                    pickle.dump(rec, fh, protocol=pickle.HIGHEST_PROTOCOL)
-                os.replace(tmp, path)
-            except OSError:
-                continue  # an unwritable cache never fails the run
-        self._new.clear()
+        live = {self._key(sf) for sf in self.files if sf.rel in self._hash}
+        pack = {
+            "version": PACK_VERSION,
+            "extract": extractor_fingerprint(),
+            "roots": self._roots_key,
+            "written_ns": time.time_ns(),
+            "files": self._rows,
+            "records": {k: v for k, v in self._blobs.items() if k in live},
+            "results": self._pack.get("results", {}),
+        }
+        path = self._pack_path()
+        tmp = None
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".pack")
+            with os.fdopen(fd, "wb") as fh:
+                pickle.dump(pack, fh, protocol=pickle.HIGHEST_PROTOCOL)
+            os.replace(tmp, path)
+            tmp = None
+        except OSError:
+            pass  # an unwritable cache never fails the run
+        finally:
+            if tmp is not None:
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass
+        self._dirty = False
+
+
+def _extract_blob_job(args) -> bytes:
+    return pickle.dumps(_extract_job(args), protocol=pickle.HIGHEST_PROTOCOL)
