@@ -36,8 +36,6 @@ PACK_VERSION = 1
 MAX_FILE_BYTES = 8 * 1024 * 1024
 RACY_NS = 2_000_000_000  # rows this close to the pack's write time are re-hashed
 KEEP_RESULTS = 8  # whole-run results kept per tree (e.g. a few --select variants)
-_MENTIONS, _MARKER = 1, 2  # file-table flags: text mentions a root name / "reload-lint:"
-SUPPRESSION_MARKER = "reload-lint:"
 
 
 def default_cache_dir() -> Path:
@@ -189,9 +187,9 @@ class RecordStore:
         self._bad: set[str] = set()
         self.parsed = 0
         self._by_rel = {sf.rel: sf for sf in files}
-        self._flags: dict[str, int] = {}
+        self._facts: dict[str, tuple] = {}
         self._rows: dict[str, tuple] = {}
-        self._roots_key = ""
+        self._facts_key = ""
         self._tree = tree
         self._pack: dict = {}
         self._blobs: dict[str, bytes] = {}  # record key -> pickled record (or error tuple)
@@ -286,64 +284,50 @@ class RecordStore:
             pack["records"] = {}
         return pack
 
-    def scan(self, root_names) -> None:
-        """Hash (or recognise by stat) every file and note which mention a root name or a
-        suppression marker. Reads no file whose stat matches its cached row."""
-        names = tuple(root_names)
-        self._roots_key = "\x1f".join(names)
+    def scan(self, facts, facts_key: str) -> None:
+        """Hash (or recognise by stat) every file and compute `facts(text)` for it (small,
+        picklable: which root names and markers it mentions...), kept in the file table under
+        `facts_key`. Reads no file whose stat matches its cached row."""
         if self.use_cache:
             self._pack = self._load_pack()
             self._blobs = dict(self._pack.get("records", {}))
-        rows = self._pack.get("files", {})
-        trust = self._pack.get("roots") == self._roots_key
+        rows = self._pack.get("files", {}) if self._pack.get("facts") == facts_key else {}
+        self._facts_key = facts_key
         written = self._pack.get("written_ns", 0)
+        now = time.time_ns()
         for sf in self.files:
             row = rows.get(sf.rel)
-            if row is not None and trust:
+            if row is not None:
                 try:
                     st = os.stat(sf.path)
                 except OSError:
                     st = None
-                if (
-                    st is not None
-                    and stat.S_ISREG(st.st_mode)
-                    and _stat_key(st) == row[0]
-                    and row[0][0] < written - RACY_NS
-                ):
-                    self._hash[sf.rel] = row[1]
-                    self._flags[sf.rel] = row[2]
-                    self._rows[sf.rel] = row
-                    continue
+                if st is not None and stat.S_ISREG(st.st_mode) and _stat_key(st) == row[0]:
+                    if row[0][0] < written - RACY_NS:
+                        self._hash[sf.rel] = row[1]
+                        self._facts[sf.rel] = row[2]
+                        self._rows[sf.rel] = row
+                        continue
+                    if row[0][0] < now - RACY_NS:
+                        self._dirty = True  # no longer racy: rewrite so it is trusted next time
             text = self.text(sf)
             if text is None:
                 continue
-            flags = (_MENTIONS if any(n in text for n in names) else 0) | (
-                _MARKER if SUPPRESSION_MARKER in text else 0
-            )
-            self._flags[sf.rel] = flags
+            self._facts[sf.rel] = facts(text)
             if self.use_cache:
                 try:
-                    st = os.stat(sf.path)
-                    self._rows[sf.rel] = (_stat_key(st), self._hash[sf.rel], flags)
+                    new = (_stat_key(os.stat(sf.path)), self._hash[sf.rel], self._facts[sf.rel])
                 except OSError:
-                    pass
-                if row is None or row[1:] != self._rows.get(sf.rel, row)[1:]:
+                    continue
+                self._rows[sf.rel] = new
+                if new != row:
                     self._dirty = True
-                elif self._rows.get(sf.rel, row)[0] != row[0]:
-                    self._dirty = True
-        if set(rows) != set(self._rows):
+        if self.use_cache and set(rows) != set(self._rows):
             self._dirty = True
 
-    def mentions_any(self, sf: SourceFile, names) -> bool:
-        flags = self._flags.get(sf.rel)
-        if flags is not None and "\x1f".join(names) == self._roots_key:
-            return bool(flags & _MENTIONS)
-        text = self.text(sf)
-        return text is not None and any(n in text for n in names)
-
-    def marker_files(self) -> list[str]:
-        """Files whose text holds a suppression marker (sorted)."""
-        return sorted(rel for rel, fl in self._flags.items() if fl & _MARKER)
+    def facts(self, sf: SourceFile):
+        """What `scan` noted about the file's text, or None if it could not be read."""
+        return self._facts.get(sf.rel)
 
     def text_of(self, rel: str) -> str | None:
         sf = self._by_rel.get(rel)
@@ -490,7 +474,7 @@ class RecordStore:
         pack = {
             "version": PACK_VERSION,
             "extract": extractor_fingerprint(),
-            "roots": self._roots_key,
+            "facts": self._facts_key,
             "written_ns": time.time_ns(),
             "files": self._rows,
             "records": {k: v for k, v in self._blobs.items() if k in live},

@@ -14,12 +14,11 @@ from pathlib import Path
 
 from reload_lint import cache as cachemod
 from reload_lint.analysis.contracts import CONTRACT_NAMES, make_contract
-from reload_lint.analysis.interp import Analyzer
 from reload_lint.config import Config, path_matches
 from reload_lint.discover import SourceFile, discover
 from reload_lint.errors import ReloadLintError
 from reload_lint.findings import FileError, Finding, compute_fingerprints
-from reload_lint.index.project import ProjectIndex
+from reload_lint.progress import Progress
 from reload_lint.rules import selected
 
 
@@ -100,14 +99,65 @@ def run_check(
                 return contracts[pp.contract]
         return contracts[contract_name]
 
-    store = cachemod.RecordStore(
-        files, cfg, use_cache=use_cache, cache_dir=cache_dir, jobs=jobs, errors=errors
-    )
     roots = cfg.all_root_names()
-    seeds = [sf for sf in files if store.mentions_any(sf, roots)]
+    progress = Progress()
+    tree = "\x1f".join([str(base_dir.resolve()), *sorted(str(Path(p).resolve()) for p in paths)])
+    n_discover = len(errors)
+    store = cachemod.RecordStore(
+        files,
+        cfg,
+        use_cache=use_cache,
+        cache_dir=cache_dir,
+        jobs=jobs,
+        errors=errors,
+        tree=tree,
+        progress=progress,
+    )
+    store.scan(lambda text: _text_facts(text, roots), f"{_FACTS_VERSION}\x1f{roots!r}")
+    run_key = ""
+    cached = None
+    if use_cache:
+        run_key = store.run_key(
+            _config_key(cfg), contract_name, repr(sorted(only_paths or ())) if only_paths else ""
+        )
+        cached = store.get_result(run_key)
+    if cached is not None:
+        findings, store_errors, suppressions = cached
+    else:
+        findings = _analyse(store, files, by_module, cfg, roots, contract_for, only_paths, progress)
+        store_errors = errors[n_discover:]
+        suppressions = _scan_suppressions(
+            {rel: store.text_of(rel) or "" for rel in _marker_files(store, files)}
+        )
+        if use_cache:
+            store.put_result(run_key, (findings, store_errors, suppressions))
+    store.save()
+    progress.close()
+    errors = [e for e in [*errors[:n_discover], *store_errors] if _selected(e.rule, e.path, cfg)]
+    if only_paths is not None:
+        findings = [f for f in findings if f.path in only_paths]
+        errors = [e for e in errors if e.path in only_paths]
+    errors.sort(key=lambda e: (e.path, e.line, e.rule))
+    return RunResult(
+        findings=findings,
+        errors=errors,
+        files_scanned=len(files),
+        files_parsed=store.parsed,
+        suppressions=suppressions,
+        texts=_Texts(store),
+    )
+
+
+def _analyse(store, files, by_module, cfg, roots, contract_for, only_paths, progress):
+    """Index + analysis (a whole-run cache miss): findings selected, sorted, fingerprinted."""
+    from reload_lint.analysis.interp import Analyzer
+    from reload_lint.index.project import ProjectIndex
+
+    seeds = [sf for sf in files if (store.facts(sf) or _NO_FACTS)[0]]
     # files passed by name are parsed even when no root mentions them, so a syntax error in
     # the file a pre-commit hook names is reported (a directory run parses what it reaches)
     named = [sf for sf in files if only_paths and sf.rel in only_paths and sf not in seeds]
+    progress.start("parsing", len(seeds) + len(named))
     store.prefetch(seeds + named)
 
     def loader(module: str):
@@ -121,35 +171,81 @@ def run_check(
     seed_modules = sorted(sf.module for sf in seeds)
     for m in seed_modules:
         index.record(m)
-    analyzer.cache_modules = sorted(
-        sf.module for sf in files if _LAZY_CACHE_RE.search(store.texts.get(sf.rel, ""))
-    )
+    analyzer.cache_modules = sorted(sf.module for sf in files if (store.facts(sf) or _NO_FACTS)[2])
+    progress.start("analysing (parsing on demand)", 0)
     findings = analyzer.run(seed_modules)
-    store.save()
-    errors.extend(getattr(analyzer, "errors", ()))
+    store.errors.extend(getattr(analyzer, "errors", ()))
 
     findings = [f for f in findings if _selected(f.rule, f.path, cfg)]
     findings.sort(key=Finding.sort_key)
     compute_fingerprints(findings)
-    texts = store.texts
+    lines: dict[str, list[str]] = {}
     for f in findings:
-        f.snippet = _snippet(texts, f)
-    if only_paths is not None:
-        findings = [f for f in findings if f.path in only_paths]
-        errors = [e for e in errors if e.path in only_paths]
-    suppressions = _scan_suppressions(texts)
-    errors = [e for e in store.errors if _selected(e.rule, e.path, cfg)]
-    if only_paths is not None:
-        errors = [e for e in errors if e.path in only_paths]
-    errors.sort(key=lambda e: (e.path, e.line, e.rule))
-    return RunResult(
-        findings=findings,
-        errors=errors,
-        files_scanned=len(files),
-        files_parsed=store.parsed,
-        suppressions=suppressions,
-        texts=texts,
+        if f.path not in lines:
+            lines[f.path] = (store.text_of(f.path) or "").splitlines()
+        f.snippet = _snippet_line(lines[f.path], f.line)
+    return findings
+
+
+class _Texts:
+    """RunResult.texts: file texts read on demand (a warm run reads almost none)."""
+
+    def __init__(self, store):
+        self._store = store
+
+    def get(self, rel: str, default=None):
+        text = self._store.text_of(rel)
+        return default if text is None else text
+
+    def __getitem__(self, rel: str) -> str:
+        text = self._store.text_of(rel)
+        if text is None:
+            raise KeyError(rel)
+        return text
+
+    def __contains__(self, rel) -> bool:
+        return self._store.text_of(rel) is not None
+
+
+_FACTS_VERSION = "1"
+_NO_FACTS = (False, False, False, ())
+
+
+def _text_facts(text: str, roots) -> tuple:
+    """What the run needs to know about a file before parsing anything, cached per file in
+    the file table: (mentions a root name, has a suppression marker, has a first-use cache
+    (_LAZY_CACHE_RE), simple base names of the classes it declares)."""
+    global _CLASS_RE
+    if _CLASS_RE is None:
+        import re
+
+        _CLASS_RE = re.compile(r"^[ \t]*class[ \t]+\w+[ \t]*\(([^)]*)\)", re.M)
+    bases: list[str] = []
+    if "class" in text:
+        for m in _CLASS_RE.finditer(text):
+            for base in m.group(1).split(","):
+                name = base.strip().split("[", 1)[0].rsplit(".", 1)[-1]
+                if name.isidentifier() and name not in bases:
+                    bases.append(name)
+    return (
+        any(n in text for n in roots),
+        "reload-lint:" in text,
+        bool(_LAZY_CACHE_RE.search(text)),
+        tuple(bases),
     )
+
+
+def _marker_files(store, files) -> list[str]:
+    return sorted(sf.rel for sf in files if (store.facts(sf) or _NO_FACTS)[1])
+
+
+def _config_key(cfg: Config) -> str:
+    import dataclasses
+    import json
+
+    data = dataclasses.asdict(cfg)
+    data.pop("source", None)
+    return json.dumps(data, sort_keys=True, default=repr)
 
 
 _CLASS_RE = None
@@ -162,23 +258,10 @@ _LAZY_CACHE_RE = __import__("re").compile(
 
 def _class_bases(store, by_module: dict) -> dict[str, list[str]]:
     """Simple base name -> modules that declare a subclass of it (text scan, no parse)."""
-    import re
-
-    global _CLASS_RE
-    if _CLASS_RE is None:
-        _CLASS_RE = re.compile(r"^[ \t]*class[ \t]+\w+[ \t]*\(([^)]*)\)", re.M)
     out: dict[str, list[str]] = {}
     for mod, sf in sorted(by_module.items()):
-        text = store.texts.get(sf.rel)
-        if text is None or "class" not in text:
-            continue
-        for m in _CLASS_RE.finditer(text):
-            for base in m.group(1).split(","):
-                name = base.strip().split("[", 1)[0].rsplit(".", 1)[-1]
-                if name.isidentifier():
-                    lst = out.setdefault(name, [])
-                    if not lst or lst[-1] != mod:
-                        lst.append(mod)
+        for name in (store.facts(sf) or _NO_FACTS)[3]:
+            out.setdefault(name, []).append(mod)
     return out
 
 
@@ -194,14 +277,8 @@ def _selected(code: str, path: str, cfg: Config) -> bool:
     return selected(code, select, ignore)
 
 
-def _snippet(texts: dict, f: Finding) -> str:
-    text = texts.get(f.path)
-    if text is None:
-        return ""
-    lines = text.splitlines()
-    if 0 < f.line <= len(lines):
-        return lines[f.line - 1].strip()
-    return ""
+def _snippet_line(lines: list[str], line: int) -> str:
+    return lines[line - 1].strip() if 0 < line <= len(lines) else ""
 
 
 def _scan_suppressions(texts: dict) -> dict:
