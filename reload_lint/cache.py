@@ -125,8 +125,12 @@ def _decode(data: bytes) -> str | tuple[str]:
 
     try:
         enc, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-    except SyntaxError as exc:  # unknown codec, or a cookie that contradicts a BOM
-        return (f"cannot decode file: {str(exc.msg or exc).splitlines()[0]}",)
+    except SyntaxError as exc:  # unknown codec, a cookie contradicting a BOM, or bad bytes
+        why = str(exc.msg or exc).splitlines()[0]
+        if "unknown encoding" not in why and "encoding problem" not in why:
+            enc = "utf-8"  # non-UTF-8 bytes in the first two lines: say which byte below
+        else:
+            return (f"cannot decode file: {why}",)
     enc = codecs.lookup(enc).name
     if enc in ("utf-8", "utf-8-sig"):
         enc = "utf-8"
