@@ -48,8 +48,8 @@ def baseline_entries(findings: list[Finding]) -> list[BaselineEntry]:
     return sorted({entry_for(f) for f in findings}, key=BaselineEntry.sort_key)
 
 
-def render_baseline(findings: list[Finding]) -> str:
-    entries = baseline_entries(findings)
+def render_baseline(findings: list[Finding], keep: list[BaselineEntry] = ()) -> str:
+    entries = sorted(set(baseline_entries(findings)) | set(keep), key=BaselineEntry.sort_key)
     doc = {
         "kind": _KIND,
         "version": FORMAT_VERSION,
@@ -58,10 +58,11 @@ def render_baseline(findings: list[Finding]) -> str:
     return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
 
 
-def write_baseline(path: Path, findings: list[Finding]) -> int:
-    """Atomically write the baseline for `findings`; return the number of entries."""
-    atomic_write_text(Path(path), render_baseline(findings))
-    return len(baseline_entries(findings))
+def write_baseline(path: Path, findings: list[Finding], keep: list[BaselineEntry] = ()) -> int:
+    """Atomically write the baseline for `findings` (plus `keep`: old entries carried over for
+    files this run could not analyse); return the number of entries."""
+    atomic_write_text(Path(path), render_baseline(findings, keep))
+    return len(set(baseline_entries(findings)) | set(keep))
 
 
 def load_baseline(path: Path) -> list[BaselineEntry]:

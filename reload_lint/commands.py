@@ -335,7 +335,9 @@ def cmd_baseline(args) -> int:
     args.show_suppressed = False
     result = run_engine(args, cfg, plan)
     out = apply_gate(result, cfg, plan, args, use_baseline=False)
-    n = write_baseline(Path(args.output), out.reported)
+    n = write_baseline(
+        Path(args.output), out.reported, _carried_over(Path(args.output), out.errors)
+    )
     print(
         f"reload-lint: wrote {n} baseline entr{'ies' if n != 1 else 'y'} to {args.output}",
         file=sys.stderr,
@@ -346,6 +348,21 @@ def cmd_baseline(args) -> int:
         sys.stderr.write(render_text([], out.errors))
         return EXIT_INCOMPLETE
     return EXIT_CLEAN
+
+
+def _carried_over(path: Path, errors: list[FileError]) -> list:
+    """Entries of the existing baseline for files (or directories) this run could not
+    analyse: a transient read error must not silently drop what the user recorded."""
+    if not errors or not path.exists():
+        return []
+    from reload_lint.baseline import load_baseline
+
+    try:
+        old = load_baseline(path)
+    except ReloadLintError:
+        return []  # unreadable old baseline: nothing to keep, it is rewritten
+    bad = {e.path for e in errors}
+    return [e for e in old if e.path in bad or any(e.path.startswith(b + "/") for b in bad)]
 
 
 def cmd_worklist(args) -> int:

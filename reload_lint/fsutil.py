@@ -1,4 +1,12 @@
-"""Atomic writes: a user's file is either the old bytes or the new bytes, never half."""
+"""Atomic writes: a user's file is either the old bytes or the new bytes, never half.
+
+The new bytes go to a temporary file in the same folder (same filesystem), are flushed and
+fsync()ed, and are renamed over the target. Any failure, an interrupt included, removes the
+temporary file and leaves the target as it was; OS errors become one-line ReloadLintErrors.
+A symlinked target (a baseline shared between checkouts) is written through: the link stays a
+link and the file it points at gets the new bytes. The target keeps its permission bits; a
+new file gets the ones the umask allows, as open() would give it.
+"""
 
 from __future__ import annotations
 
@@ -13,27 +21,36 @@ def atomic_write_text(path: Path, text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
 
 
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
-    path = Path(path)
+    shown = Path(path)  # what the user typed, for messages
+    path = Path(os.path.realpath(shown)) if shown.is_symlink() else shown
     parent = path.parent if str(path.parent) else Path(".")
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent)
     except OSError as exc:
-        raise ReloadLintError(f"{path}: cannot write: {exc.strerror or exc}") from None
+        raise ReloadLintError(f"{shown}: cannot write: {exc.strerror or exc}") from None
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
-        if path.exists():
-            try:
-                os.chmod(tmp, path.stat().st_mode & 0o777)
-            except OSError:
-                pass
+        try:
+            mode = path.stat().st_mode & 0o777 if path.exists() else 0o666 & ~_umask()
+            os.chmod(tmp, mode)
+        except OSError:
+            pass
         os.replace(tmp, path)
-    except OSError as exc:
+    except BaseException as exc:
         try:
             os.unlink(tmp)
         except OSError:
             pass
-        raise ReloadLintError(f"{path}: cannot write: {exc.strerror or exc}") from None
+        if isinstance(exc, OSError):
+            raise ReloadLintError(f"{shown}: cannot write: {exc.strerror or exc}") from None
+        raise
