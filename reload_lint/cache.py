@@ -175,10 +175,11 @@ class RecordStore:
         cache_dir: Path | None,
         jobs: int | None,
         errors: list[FileError],
-        tree: str = "",
+        tree: Path | str = "",
         progress=None,
     ):
-        """`tree` names the audited tree (absolute base dir and paths): one pack per tree."""
+        """`tree` is the directory paths are relative to (the project root): one pack per
+        tree, shared by every run over it (a directory run, pre-commit's named files)."""
         self.files = files
         self.use_cache = use_cache
         self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
@@ -194,7 +195,7 @@ class RecordStore:
         self._facts: dict[str, tuple] = {}
         self._rows: dict[str, tuple] = {}
         self._facts_key = ""
-        self._tree = tree
+        self._tree = str(tree)
         self._pack: dict = {}
         self._blobs: dict[str, bytes] = {}  # record key -> pickled record (or error tuple)
         self._dirty = False
@@ -295,7 +296,9 @@ class RecordStore:
         if self.use_cache:
             self._pack = self._load_pack()
             self._blobs = dict(self._pack.get("records", {}))
-        rows = self._pack.get("files", {}) if self._pack.get("facts") == facts_key else {}
+        if self._pack.get("facts") != facts_key:
+            self._pack["files"] = {}  # the facts kept per file changed meaning: recompute
+        rows = self._pack.get("files", {})
         self._facts_key = facts_key
         written = self._pack.get("written_ns", 0)
         now = time.time_ns()
@@ -326,8 +329,6 @@ class RecordStore:
                 self._rows[sf.rel] = new
                 if new != row:
                     self._dirty = True
-        if self.use_cache and set(rows) != set(self._rows):
-            self._dirty = True
 
     def facts(self, sf: SourceFile):
         """What `scan` noted about the file's text, or None if it could not be read."""
@@ -474,14 +475,21 @@ class RecordStore:
     def save(self) -> None:
         if not self.use_cache or not self._dirty:
             return
-        live = {self._key(sf) for sf in self.files if sf.rel in self._hash}
+        rows = dict(self._rows)
+        # rows of files this run did not look at (another path set over the same tree) are
+        # kept while the file exists, so runs over different parts of a tree do not thrash
+        for rel, row in self._pack.get("files", {}).items():
+            if rel not in rows and rel not in self._by_rel and self._tree:
+                if os.path.isfile(os.path.join(self._tree, rel)):
+                    rows[rel] = row
+        live = {row[1] for row in rows.values()}
         pack = {
             "version": PACK_VERSION,
             "extract": extractor_fingerprint(),
             "facts": self._facts_key,
             "written_ns": time.time_ns(),
-            "files": self._rows,
-            "records": {k: v for k, v in self._blobs.items() if k in live},
+            "files": rows,
+            "records": {k: v for k, v in self._blobs.items() if k.split("\x1f", 1)[0] in live},
             "results": self._pack.get("results", {}),
         }
         path = self._pack_path()

@@ -101,7 +101,6 @@ def run_check(
 
     roots = cfg.all_root_names()
     progress = Progress()
-    tree = "\x1f".join([str(base_dir.resolve()), *sorted(str(Path(p).resolve()) for p in paths)])
     n_discover = len(errors)
     store = cachemod.RecordStore(
         files,
@@ -110,7 +109,7 @@ def run_check(
         cache_dir=cache_dir,
         jobs=jobs,
         errors=errors,
-        tree=tree,
+        tree=base_dir.resolve(),
         progress=progress,
     )
     store.scan(lambda text: _text_facts(text, roots), f"{_FACTS_VERSION}\x1f{roots!r}")

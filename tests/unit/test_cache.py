@@ -268,3 +268,16 @@ def test_cli_json_identical_no_cache_cold_warm(tmp_path, jobs):
     assert plain
     assert run("--cache-dir", str(cache)) == plain
     assert run("--cache-dir", str(cache)) == plain
+
+
+def test_directory_run_and_named_file_run_share_one_pack(tmp_path):
+    """`check pkg` then pre-commit's `check pkg/a.py` (whole project indexed, one file
+    reported): the second run reuses the first one's records."""
+    root, cache = tmp_path / "src", tmp_path / "cache"
+    _pkg(root, B_FRESH)
+    _age(root)
+    _run(root, cache)
+    res = run_check([root], Config(), base_dir=root, cache_dir=cache, only_paths={"pkg/a.py"})
+    assert [(f.rule, f.path) for f in res.findings] == [("RL101", "pkg/a.py")]
+    assert res.files_parsed == 0
+    assert len(list((cache / "packs").glob("*.pack"))) == 1
