@@ -7,8 +7,9 @@ parser stops far earlier and cleanly (200 nested brackets; a parser stack limit;
 limit), so a file CPython rejects for nesting is reported as RL906 instead of being parsed.
 
 Measured on CPython 3.11 / libcst 1.9 with an 8 MiB stack: libcst dies from about 1,230
-nested brackets, 3,490 nested lambdas, 5,630 chained conditional expressions, 7,000 chained
-`**` and 8,200 unary operators; CPython rejects each below 3,000 (brackets at 200).
+nested brackets, 3,490 nested lambdas, 4,620 chained subscripts (`a[0][0]...`), 5,630 chained
+conditional expressions, 5,940 attribute steps (`a.b.b...`), 6,180 chained calls, 7,000
+chained `**` and 8,200 unary operators; CPython rejects each below 3,000 (brackets at 200).
 
 `ast.parse` only parses: nothing is compiled to bytecode, imported or executed. When CPython
 reports an ordinary syntax error (a real error, or syntax newer than the running interpreter
@@ -27,8 +28,9 @@ _CHEAP_LIMIT = 1000
 # The fallback scan's limits: well below the smallest libcst crash depths measured above.
 _MAX_BRACKETS = 200
 _MAX_CHAIN = 1000
+_MAX_TRAILERS = 2000  # `.x`, `(...)`, `[...]` per statement (libcst: ~4,600)
 
-_NEST_CHARS = "([{-+~*"
+_NEST_CHARS = "([{-+~*."  # "." too: `a.b.b.b...` nests as deep as brackets
 _NEST_WORDS = ("not ", "lambda", " if ", "await ")
 
 # strings and comments first, so brackets inside them do not count
@@ -40,6 +42,8 @@ _TOKEN = re.compile(
     r"""|(?P<nl>\n)"""
     r"""|(?P<chain>\*\*|\blambda\b|\bif\b)"""
     r"""|(?P<prefix>(?<![\w)\]}])[-+~]|\bnot\b|\bawait\b)"""
+    r"""|(?P<number>\d[\w]*(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+)"""
+    r"""|(?P<dot>\.)"""
     r"""|(?P<operand>\w+)"""
 )
 
@@ -54,9 +58,15 @@ def _scan(text: str) -> str | None:
     depth = 0
     chain = 0  # right-recursive chains in this statement: `**`, lambda, conditional
     prefix = 0  # unary operators in a row, with no operand between them
+    trailers = 0  # `.name`, calls and subscripts in this statement (left-recursive chains)
     for m in _TOKEN.finditer(text):
         kind = m.lastgroup
-        if kind == "open":
+        if kind == "open" or kind == "dot":
+            trailers += 1
+            if trailers > _MAX_TRAILERS:
+                return f"a statement with more than {_MAX_TRAILERS} attribute/call/subscript steps"
+            if kind == "dot":
+                continue
             depth += 1
             if depth > _MAX_BRACKETS:
                 return f"more than {_MAX_BRACKETS} nested brackets"
@@ -64,8 +74,8 @@ def _scan(text: str) -> str | None:
             depth = max(0, depth - 1)
         elif kind == "nl":
             if depth == 0:
-                chain = 0
-        elif kind == "operand":
+                chain = trailers = 0
+        elif kind == "operand" or kind == "number":
             prefix = 0
         elif kind == "chain":
             chain += 1

@@ -251,6 +251,18 @@ FILE_CASES: list[FileCase] = [
         "nested too deeply",
     ),
     FileCase(
+        "long-attribute-chain",
+        _bad(SEED + "x = a" + ".b" * 6000 + "\n"),
+        "RL906",
+        "nested too deeply",
+    ),
+    FileCase(
+        "long-call-chain-and-syntax-error",
+        _bad(SEED + "def f(:\n    pass\nx = f" + "()" * 6500 + "\n"),
+        "RL906",
+        "attribute/call/subscript steps",
+    ),
+    FileCase(
         "deep-nesting-and-syntax-error",
         _bad(SEED + "def f(:\n    pass\nx = " + "-" * 10000 + "1\n"),
         "RL906",
