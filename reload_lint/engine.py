@@ -157,7 +157,9 @@ def _analyse(store, files, by_module, cfg, roots, contract_for, only_paths, prog
     # the file a pre-commit hook names is reported (a directory run parses what it reaches)
     named = [sf for sf in files if only_paths and sf.rel in only_paths and sf not in seeds]
     progress.start("parsing", len(seeds) + len(named))
-    store.prefetch(seeds + named)
+    store.prefetch(seeds + named, keep_pool=True)
+    imports_of = _import_resolver(by_module)
+    store.speculate(_likely_imports(store, seeds, imports_of), imports_of)
 
     def loader(module: str):
         sf = by_module.get(module)
@@ -172,7 +174,10 @@ def _analyse(store, files, by_module, cfg, roots, contract_for, only_paths, prog
         index.record(m)
     analyzer.cache_modules = sorted(sf.module for sf in files if (store.facts(sf) or _NO_FACTS)[2])
     progress.start("analysing (parsing on demand)", 0)
-    findings = analyzer.run(seed_modules)
+    try:
+        findings = analyzer.run(seed_modules)
+    finally:
+        store.close()
     store.errors.extend(getattr(analyzer, "errors", ()))
 
     findings = [f for f in findings if _selected(f.rule, f.path, cfg)]
@@ -184,6 +189,46 @@ def _analyse(store, files, by_module, cfg, roots, contract_for, only_paths, prog
             lines[f.path] = (store.text_of(f.path) or "").splitlines()
         f.snippet = _snippet_line(lines[f.path], f.line)
     return findings
+
+
+def _import_resolver(by_module: dict):
+    """record -> the project files its imports name (longest module prefix), in order."""
+    memo: dict[str, SourceFile | None] = {}
+
+    def file_of(qualified: str) -> SourceFile | None:
+        if qualified not in memo:
+            parts = qualified.split(".")
+            found = None
+            for i in range(len(parts), 0, -1):
+                found = by_module.get(".".join(parts[:i]))
+                if found is not None:
+                    break
+            memo[qualified] = found
+        return memo[qualified]
+
+    def imports_of(rec: dict) -> list[SourceFile]:
+        out: list[SourceFile] = []
+        for target in rec.get("imports", {}).values():
+            for q in target.split():
+                sf = file_of(q)
+                if sf is not None and sf not in out:
+                    out.append(sf)
+        return out
+
+    return imports_of
+
+
+def _likely_imports(store, seeds, imports_of) -> list[SourceFile]:
+    """Project files the seeds import, most imported first (speculative parsing order)."""
+    from collections import Counter
+
+    counts: Counter = Counter()
+    for sf in seeds:
+        rec = store.record(sf)
+        if rec is not None:
+            counts.update(f.rel for f in imports_of(rec))
+    by_rel = {sf.rel: sf for sf in store.files}
+    return [by_rel[rel] for rel, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
 
 
 class _Texts:

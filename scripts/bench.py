@@ -1,0 +1,150 @@
+#!/usr/bin/env python3
+"""Speed of reload-lint against `ruff check` on real vLLM release trees (issue 4).
+
+For each release (downloaded once into the user cache by reload_lint.sources), the tree is
+copied to a scratch folder (the one-file case edits it) and each case runs as a fresh
+process, several times; the script prints medians, ratios to ruff measured in the same run,
+and each case's peak RSS (from wait4, per process).
+
+Cases:
+  ruff cold      ruff check --no-cache vllm
+  ruff warm      ruff check vllm (its own cache primed)
+  cold           reload-lint check vllm --no-cache
+  warm           reload-lint check vllm (cache primed, nothing changed)
+  one-file       a kernel file is edited, then `reload-lint check <that file>` from the tree's
+                 root, as pre-commit calls it (whole project indexed, one file reported)
+
+Targets: cold <= 10x ruff, warm <= 2x ruff, one-file < 1 s, peak RSS < 1 GiB.
+
+    python scripts/bench.py                      # vLLM 0.25.1 and 0.33.0, 5 runs each
+    python scripts/bench.py --versions 0.25.1 --runs 3 --jobs 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ONE_FILE = "vllm/model_executor/layers/quantization/fp8.py"
+
+
+def timed(cmd: list[str], cwd: Path, env: dict) -> tuple[float, int, int]:
+    """(wall seconds, peak RSS in MiB, exit status) of one fresh process."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(
+        cmd, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+    if proc.stderr:
+        proc.stderr.close()
+    rc = proc.returncode
+    if rc not in (0, 1):
+        raise SystemExit(f"{' '.join(cmd)} failed ({rc}):\n{err}")
+    rss = usage.ru_maxrss // 1024 if sys.platform != "darwin" else usage.ru_maxrss // (1 << 20)
+    return wall, rss, rc
+
+
+def ruff_cmd() -> list[str]:
+    exe = shutil.which("ruff")
+    return [exe] if exe else [sys.executable, "-m", "ruff"]
+
+
+def bench_version(version: str, runs: int, jobs: int | None, keep: bool) -> dict:
+    from reload_lint.sources import release_sources
+
+    src = release_sources("vllm", version)
+    scratch = Path(tempfile.mkdtemp(prefix=f"rl-bench-{version}-"))
+    try:
+        tree = scratch / "tree"
+        shutil.copytree(src / "vllm", tree / "vllm")  # copy2 keeps the release's mtimes
+        cache = scratch / "cache"
+        env = {**os.environ, "RELOAD_LINT_NO_PROGRESS": "1", "PYTHONHASHSEED": "0"}
+        rl = [sys.executable, "-m", "reload_lint", "check", "--exit-zero", "--format", "json"]
+        if jobs:
+            rl += ["-j", str(jobs)]
+        ruff = [*ruff_cmd(), "check", "--exit-zero", "-q"]
+        n_files = sum(1 for _ in (tree / "vllm").rglob("*.py"))
+
+        cases: dict[str, list[tuple[float, int]]] = {}
+
+        def run(name: str, cmd: list[str], before=None) -> None:
+            for _ in range(runs):
+                if before is not None:
+                    before()
+                wall, rss, _ = timed(cmd, tree, env)
+                cases.setdefault(name, []).append((wall, rss))
+
+        run("ruff cold", [*ruff, "--no-cache", "vllm"])
+        timed([*ruff, "vllm"], tree, env)  # prime ruff's cache
+        run("ruff warm", [*ruff, "vllm"])
+        run("cold", [*rl, "--no-cache", "vllm"])
+        cache_args = ["--cache-dir", str(cache)]
+        timed([*rl, *cache_args, "vllm"], tree, env)  # prime: the pack and the run result
+        run("warm", [*rl, *cache_args, "vllm"])
+        timed([*rl, *cache_args, ONE_FILE], tree, env)  # pre-commit's own first run
+        edited = tree / ONE_FILE
+        original = edited.read_text(encoding="utf-8")
+        counter = iter(range(1_000_000))
+
+        def edit() -> None:
+            edited.write_text(original + f"\n# bench edit {next(counter)}\n", encoding="utf-8")
+
+        run("one-file", [*rl, *cache_args, ONE_FILE], before=edit)
+        edited.write_text(original, encoding="utf-8")
+        return {"version": version, "files": n_files, "cases": cases}
+    finally:
+        if keep:
+            print(f"kept {scratch}", file=sys.stderr)
+        else:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def report(res: dict) -> str:
+    cases = res["cases"]
+    med = {k: statistics.median(w for w, _ in v) for k, v in cases.items()}
+    peak = {k: max(r for _, r in v) for k, v in cases.items()}
+    lines = [f"vLLM {res['version']} ({res['files']} files)"]
+    lines.append(f"  {'case':<10} {'median s':>9} {'min s':>7} {'max s':>7} {'peak MiB':>9}  ratio")
+    for k, v in cases.items():
+        walls = [w for w, _ in v]
+        ratio = ""
+        if k == "cold":
+            ratio = (
+                f"{med[k] / med['ruff warm']:.1f}x ruff, {med[k] / med['ruff cold']:.1f}x "
+                "ruff --no-cache (target <= 10x)"
+            )
+        elif k == "warm":
+            ratio = f"{med[k] / med['ruff warm']:.2f}x ruff (target <= 2x)"
+        elif k == "one-file":
+            ratio = f"{med[k] / med['ruff warm']:.2f}x ruff (target < 1 s)"
+        lines.append(
+            f"  {k:<10} {med[k]:>9.2f} {min(walls):>7.2f} {max(walls):>7.2f} {peak[k]:>9}  {ratio}"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--versions", default="0.25.1,0.33.0", help="comma-separated vLLM releases")
+    ap.add_argument("--runs", type=int, default=5, help="runs per case (median reported)")
+    ap.add_argument("--jobs", "-j", type=int, default=None, help="reload-lint --jobs")
+    ap.add_argument("--keep", action="store_true", help="keep the scratch trees")
+    args = ap.parse_args(argv)
+    print(f"{os.cpu_count()} CPUs, Python {sys.version.split()[0]}, {args.runs} runs per case")
+    for v in [s.strip() for s in args.versions.split(",") if s.strip()]:
+        print(report(bench_version(v, args.runs, args.jobs, args.keep)), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
