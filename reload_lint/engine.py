@@ -44,6 +44,12 @@ def _module_name(rel_parts: tuple[str, ...], pkg_dirs: set[tuple[str, ...]]) -> 
         i -= 1
     if not parts:  # an __init__.py whose directory is not itself under a package
         parts = [dirs[-1]] if dirs else ["__init__"]
+    # PEP 420: a folder without __init__.py inside a regular package (sglang/srt/) is a
+    # namespace package; name the file from the outermost regular package above it.
+    for j in range(1, i + 1):
+        if tuple(dirs[:j]) in pkg_dirs:
+            bridged = [*dirs[j - 1 :], *([] if is_pkg else [stem])]
+            return ".".join(bridged), is_pkg
     return ".".join(parts), is_pkg
 
 

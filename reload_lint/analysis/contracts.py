@@ -94,6 +94,8 @@ class Contract:
     def judge_store(self, owner: str, attr: str, v: AV, buffers: set[str], st, fr):  # noqa: C901
         """owner: module | object | held | data. Returns (rule, why) or None."""
         inplace = self.name == "inplace-only"
+        if v.value == "empty" and v.kind == V.PARAM:
+            return None  # a zero-element Parameter: no storage a graph can read
         if v.kind == V.TUPLE:  # a tuple display is a container too
             flat = tuple(x for group in v.items for x in group)
             v = AV(V.CONTAINER, items=flat, value="tuple", trace=v.trace)
@@ -137,7 +139,7 @@ class Contract:
                     return ("RL109", "assigning to a buffer name registers a new buffer")
                 return ("RL101", "plain tensor attribute, not registered")
             if k == V.PARAM:
-                if inplace and v.value != "alias":
+                if inplace and v.value == "fresh":
                     return ("RL109", "a new Parameter replaces the one the weight loader writes")
                 return None
             if k == V.VIEW and not inplace:
@@ -153,7 +155,9 @@ class Contract:
     def judge_register(self, v: AV) -> str | None:
         if self.name != "inplace-only":
             return None
-        if v.kind == V.FRESH or (v.kind == V.PARAM and v.value != "alias"):
+        if v.value == "empty":
+            return None
+        if v.kind == V.FRESH or (v.kind == V.PARAM and v.value == "fresh"):
             return "RL109"
         return None
 

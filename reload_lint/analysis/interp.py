@@ -23,7 +23,7 @@ from reload_lint.index.project import TORCH_PARAMETER, ProjectIndex
 from reload_lint.rules import RULES
 from reload_lint.summaries import torchapi as T
 
-MAX_DEPTH = 10
+MAX_DEPTH = 24
 MODULE_PARAM_NAMES = {"layer", "module", "mod", "m", "model", "linear", "moe", "attn", "self_attn"}
 MODULE_ANNOT_HINTS = ("Module", "Layer", "FusedMoE", "Linear", "Attention", "MoE", "Embedding")
 CONTAINER_MUTATORS = {"append", "extend", "insert", "update", "setdefault", "add"}
@@ -166,8 +166,12 @@ class Analyzer:
                 self.exec_stmt(fr, st)
             except RecursionError:
                 raise
-            except Exception:  # noqa: BLE001 - one odd statement must not end the analysis
-                continue
+            except Exception as exc:  # noqa: BLE001 - one odd statement must not end the analysis
+                self._incomplete(
+                    fr,
+                    f"statement at line {st[1]} of {fr.func['qn']} skipped: {type(exc).__name__}",
+                    line=st[1],
+                )
 
     def exec_stmt(self, fr: Frame, st) -> None:
         kind = st[0]
@@ -276,6 +280,8 @@ class Analyzer:
                 return (V.NON,)
             if e[2] == "None" or (e[1] == "other"):
                 return (V.NON,)
+            if e[1] == "int" and e[2] == "0":
+                return (AV(V.SCALAR, value="0"),)
             return (V.SCAL,)
         if k == "b":
             left = self.eval(fr, e[2])
@@ -397,8 +403,7 @@ class Analyzer:
     def eval_attr(self, fr: Frame, base: tuple, attr: str, e) -> tuple:  # noqa: C901
         out: tuple = ()
         text = self.render(e)
-        if text in fr.heap:
-            return fr.heap[text]
+        stored = fr.heap.get(text)
         for b in base:
             k = b.kind
             if k == V.REF:
@@ -447,6 +452,9 @@ class Analyzer:
                     out = V.union(out, (AV(V.MATTR, src=f"{b.src}.{attr}", value=attr),))
                 else:
                     out = V.union(out, (AV(V.TMETHOD, value=attr, items=((b,),)),))
+        if stored is not None:
+            # a store earlier in this function (possibly in another branch): either may hold
+            return V.union(stored, out) if out else stored
         return out or (V.UNK,)
 
     # ------------------------------------------------------------------ calls
@@ -506,7 +514,7 @@ class Analyzer:
         if name == "setattr" and len(args_e) >= 3:
             vals = self.eval(fr, args_e[2])
             attr = literal or "<dynamic>"
-            st = ("assign", e[4], 1, e[4])
+            st = ("assign", e[4], 1, e[4], (), None, None)
             self.store_attr(fr, recv_e, attr, vals, st, f"{self.render(recv_e)}.{attr}", recv=recv)
             return (V.NON,)
         if name == "delattr":
@@ -629,15 +637,24 @@ class Analyzer:
         if q in TORCH_PARAMETER or q.endswith("nn.Parameter") or q == "Parameter":
             inner = args[0] if args else ()
             src = next((v.src for v in inner if v.kind in (V.REG, V.VIEW)), "")
-            fresh_inner = any(v.kind == V.FRESH for v in inner)
+            fresh = [v for v in inner if v.kind == V.FRESH]
             conf = min((v.conf for v in inner), key=lambda c: V.CONF_ORDER[c], default="high")
             tr = tuple(s for v in inner for s in v.trace)[:6]
+            if fresh and all(v.value == "empty" for v in fresh) and not src:
+                value = "empty"
+            elif fresh:
+                value = "fresh"
+            elif src:
+                value = "alias"
+            else:
+                value = "unknown"
+                conf = "low"
             return (
                 AV(
                     V.PARAM,
                     conf=conf,
                     src=src,
-                    value="fresh" if fresh_inner or not src else "alias",
+                    value=value,
                     trace=tr + (TraceStep(fr.path, line, "wrapped in nn.Parameter"),),
                 ),
             )
@@ -653,6 +670,14 @@ class Analyzer:
             src = ""
             for a in args:
                 src = src or _derived_src(a)
+            if q.rsplit(".", 1)[-1] in ("empty", "zeros", "ones", "full") and _has_zero_dim(args):
+                return (
+                    AV(
+                        V.FRESH,
+                        value="empty",
+                        trace=(TraceStep(fr.path, line, f"`{q}` allocates a zero-element tensor"),),
+                    ),
+                )
             return self._fresh(fr, line, f"`{q}` allocates a new tensor", src=src)
         last = q.rsplit(".", 1)[-1]
         if q in T.BUILTIN_SCALAR or last in T.BUILTIN_SCALAR:
@@ -758,6 +783,11 @@ class Analyzer:
         if contract.preserves(f"{mod}.{qn}"):
             return (V.NON,)
         if len(fr.chain) > MAX_DEPTH:
+            self._incomplete(
+                fr,
+                f"call depth limit ({MAX_DEPTH}) reached at {qn}; its body was not analysed "
+                "(its result is assumed to be a new tensor when it takes tensors)",
+            )
             return (AV(V.FRESH, conf="low") if any(V.tensorish(a) for a in args) else V.UNK,)
         params = list(f["params"])
         env: dict = dict(closure_env or {})
@@ -1053,6 +1083,14 @@ class Analyzer:
                     cls_key = f"{mod}:{f['cls']}"
                     self._guarded(mod, _qn, f, self._run_method, mod, f, "apply", cls_key, None)
 
+    def _incomplete(self, fr: Frame, msg: str, line: int = 0) -> None:
+        """An RL906 row: part of a post-load path was not analysed (never a silent pass)."""
+        err = FileError("RL906", fr.path, msg, line or fr.func.get("line", 0))
+        if all(
+            (e.path, e.line, e.message) != (err.path, err.line, err.message) for e in self.errors
+        ):
+            self.errors.append(err)
+
     def _guarded(self, mod: str, qn: str, f: dict, fn, *args) -> None:
         """Crash guard (issue 6): one function whose analysis raises (deep recursion, an
         engine bug) becomes an RL906 row for its file; the other roots still run."""
@@ -1099,7 +1137,10 @@ class Analyzer:
         for fd in self.findings.values():
             if fd.rule.startswith("RL9"):
                 continue
-            attr = fd.target.rsplit(".", 1)[-1].split("[", 1)[0]
+            parts = fd.target.split("[", 1)[0].split(".")
+            while len(parts) > 1 and parts[-1] in ("data", "<dynamic>"):
+                parts.pop()
+            attr = parts[-1]
             cands = readers.get(attr, [])
             best = None
             cls_prefix = fd.symbol.rsplit(".", 1)[0] + "." if "." in fd.symbol else None
@@ -1122,6 +1163,19 @@ class Analyzer:
                 fd.trace.append(
                     TraceStep(fd.path, fd.line, "no apply-time read of this attribute found")
                 )
+
+
+def _has_zero_dim(args) -> bool:
+    """A literal 0 in the shape: `torch.empty(0)`, `torch.zeros((e, 0))`."""
+    first = args[0] if args else ()
+    for v in first:
+        if v.kind == V.SCALAR and v.value == "0":
+            return True
+        if v.kind == V.TUPLE and any(
+            x.kind == V.SCALAR and x.value == "0" for group in v.items for x in group
+        ):
+            return True
+    return False
 
 
 def _super_start(selfv, cls_key):

@@ -31,6 +31,8 @@ VIEW_METHODS = frozenset(
         "real",
         "imag",
         "requires_grad_",
+        "reshape",
+        "flatten",
     }
 )
 # Tensor methods returning several views.
