@@ -70,6 +70,10 @@ class Analyzer:
         # RL906 rows for roots whose analysis raised (crash guard; see _guarded)
         self.errors: list[FileError] = []
 
+    def is_apply(self, name: str) -> bool:
+        """Apply/forward-path methods: the configured names and their `forward*`/`apply*` kin."""
+        return name in self.apply_names or name.lstrip("_").startswith(("forward", "apply"))
+
     # ------------------------------------------------------------------ registries
     def registered_names(self) -> set[str]:
         if self._registered is None:
@@ -899,7 +903,8 @@ class Analyzer:
                 trace=trace[:60],
                 src=f"{cname}(...)",
                 value="rebuilt",
-                conf=min((a.conf for a in allocs), key=lambda c: V.CONF_ORDER[c], default="high"),
+                # the object is as certain as its best-established allocation
+                conf=max((a.conf for a in allocs), key=lambda c: V.CONF_ORDER[c], default="high"),
             ),
         )
         self.memo[memo_key] = result
@@ -1079,7 +1084,7 @@ class Analyzer:
             if rec is None:
                 continue
             for _qn, f in sorted(rec["functions"].items()):
-                if f["name"] in self.apply_names and f["guarded"] and f["cls"]:
+                if self.is_apply(f["name"]) and f["guarded"] and f["cls"]:
                     cls_key = f"{mod}:{f['cls']}"
                     self._guarded(mod, _qn, f, self._run_method, mod, f, "apply", cls_key, None)
 
@@ -1131,7 +1136,7 @@ class Analyzer:
         for rec in self.index.loaded_records():
             mod = rec["module"]
             for f in rec["functions"].values():
-                if f["name"] in self.apply_names:
+                if self.is_apply(f["name"]):
                     for attr, ln in f["reads"]:
                         readers.setdefault(attr, []).append((mod, f["qn"], f, ln))
         for fd in self.findings.values():
