@@ -65,6 +65,7 @@ class Analyzer:
         self.constructed: dict[str, TraceStep] = {}
         self.allocs: dict[int, list] = {}
         self._registered: set[str] | None = None
+        self._attr_types: dict[str, dict[str, str]] = {}
         self.cache_modules: list[str] = []  # modules with first-use caches (RL201 candidates)
         self._buffers: set[str] | None = None
         # RL906 rows for roots whose analysis raised (crash guard; see _guarded)
@@ -399,10 +400,54 @@ class Analyzer:
             return (AV(V.REF, value=q),)
         kind, mod, qn = r
         if kind == "func":
+            f = self.index.function(mod, qn)
+            if f is not None and f["cls"] and "classmethod" in f["decos"]:
+                # Class.make(...): bind `cls` to the class named in the call, not the base
+                owner = self.index.resolve(q.rsplit(".", 1)[0])
+                if owner is not None and owner[0] == "class":
+                    cls_av = AV(V.CLS, cls=f"{owner[1]}:{owner[2]}")
+                    return (AV(V.BOUND, value=f"{mod}:{qn}", items=((cls_av,),)),)
             return (AV(V.FUNC, value=f"{mod}:{qn}"),)
         if kind == "class":
             return (AV(V.CLS, cls=f"{mod}:{qn}"),)
         return (AV(V.REF, value=mod),)
+
+    def attr_types(self, cls_key: str) -> dict[str, str]:
+        """attr -> class key for `self.attr = SomeProjectClass(...)` in the class's methods.
+
+        Lets the analysis follow calls on objects a quant method or kernel holds
+        (`self.backend.prepare(layer)`) when the object was built once in __init__.
+        """
+        cache = self._attr_types
+        if cls_key in cache:
+            return cache[cls_key]
+        cache[cls_key] = {}
+        out: dict[str, str] = {}
+        for k in self.index.mro(cls_key):
+            crec = self.index.class_record(k)
+            if crec is None:
+                continue
+            mod = k.partition(":")[0]
+            for _name, mqn in sorted(crec["methods"].items()):
+                f = self.index.function(mod, mqn)
+                if f is None or not f["params"]:
+                    continue
+                me = f["params"][0]
+                for st in f["body"]:
+                    if st[0] != "assign" or st[5][0] != "c":
+                        continue
+                    d = dotted(st[5][1]) if st[5][1][0] in ("n", "a") else None
+                    if not d:
+                        continue
+                    q = self.index.qualify(mod, d)
+                    r = self.index.resolve(q) if q else None
+                    if r is None or r[0] != "class":
+                        continue
+                    for t in st[4]:
+                        if t[0] == "a" and t[1] == ("n", me):
+                            out.setdefault(t[2], f"{r[1]}:{r[2]}")
+        cache[cls_key] = out
+        return out
 
     def eval_attr(self, fr: Frame, base: tuple, attr: str, e) -> tuple:  # noqa: C901
         out: tuple = ()
@@ -424,6 +469,12 @@ class Analyzer:
                     out = V.union(out, got)
                 elif m is not None:
                     out = V.union(out, (AV(V.BOUND, value=f"{m[0]}:{m[1]}", items=((b,),)),))
+                elif (
+                    b.cls and attr in self.attr_types(b.cls) and attr not in self.registered_names()
+                ):
+                    held = self.attr_types(b.cls)[attr]
+                    kind = V.MODULE if self.index.is_module_class(held) else V.OBJ
+                    out = V.union(out, (AV(kind, cls=held, src=f"{b.src}.{attr}"),))
                 elif k == V.MODULE:
                     if attr in self.registered_names() or attr in self.buffer_names():
                         out = V.union(out, (AV(V.REG, src=f"{b.src}.{attr}", value=attr),))

@@ -80,15 +80,7 @@ def test_contract_fixture_differs_between_contracts():
 
 # Markers the engine does not meet yet, each with the reason. Exact (path, line, rule) rows:
 # the test fails if one of them starts being reported, so the list only shrinks.
-KNOWN_GAPS = {
-    # factory -> classmethod `cls(...)` -> base __init__: the classmethod constructor's
-    # allocations are not attributed to the object when reached through a factory
-    ("minimoe/model_executor/layers/quantization/fp8_moe_like.py", 38, "RL105"),
-    ("minimoe/model_executor/layers/quantization/fp8_moe_like.py", 40, "RL105"),
-    # methods of an object the quant method holds (`self.backend.prepare(layer)`): the
-    # held object's class is not inferred from create_weights, so the call is unresolved
-    ("miniroots/layers/linear_method.py", 13, "RL102"),
-}
+KNOWN_GAPS: set[tuple[str, int, str]] = set()
 
 
 @pytest.mark.parametrize("root,contract", CASES)
