@@ -101,6 +101,8 @@ class Contract:
             v = AV(V.CONTAINER, items=flat, value="tuple", trace=v.trace)
         k = v.kind
         if owner == "data":
+            if k == V.VIEW and v.value == "slice" and not inplace:
+                return ("RL106", "a sliced view changes the parameter's shape and storage span")
             if k != V.FRESH:
                 return None
             if inplace:

@@ -311,7 +311,10 @@ class Analyzer:
             for b in base:
                 if b.kind in (V.REG, V.VIEW, V.PARAM, V.MATTR) and b.kind != V.MATTR:
                     if e[2] == ("slice",):
-                        out = V.union(out, (AV(V.VIEW, conf=b.conf, trace=b.trace, src=b.src),))
+                        out = V.union(
+                            out,
+                            (AV(V.VIEW, conf=b.conf, trace=b.trace, src=b.src, value="slice"),),
+                        )
                     else:
                         out = V.union(
                             out,

@@ -16,9 +16,7 @@ from reload_lint.config import Config
 
 # Examples whose markers the engine does not meet yet, with the reason. Strict xfail: the
 # day the engine learns one, the test errors and the entry has to come off this list.
-KNOWN_GAPS = {
-    ("RL106", 1): "a basic-slice view swapped in through `.data =` is not judged shape-changing",
-}
+KNOWN_GAPS: dict[tuple[str, int], str] = {}
 
 CASES = [
     pytest.param(
