@@ -148,6 +148,10 @@ class Contract:
                 return ("RL107", "view of a registered tensor taken before copy-back")
             return None
         # object or held (attribute of an object reached through the layer)
+        if k == V.PARAM and owner == "held":
+            # `setattr(layer.experts, name, Parameter(...))`: what the layer holds is most
+            # often a child nn.Module, where a Parameter registers like on the layer itself
+            return judge_param_on_module(v, inplace)
         if k in (V.FRESH, V.PARAM):
             return ("RL102", "tensor kept on a non-Module object")
         if k in (V.REG, V.VIEW) and not inplace:
@@ -186,6 +190,12 @@ class Contract:
         if rule == "RL201":
             return what
         return f"{what}; {tail}"
+
+
+def judge_param_on_module(v: AV, inplace: bool):
+    if inplace and v.value == "fresh":
+        return ("RL109", "a new Parameter replaces the one the weight loader writes")
+    return None
 
 
 def make_contract(name: str, preserving=()) -> Contract:
