@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,22 +46,43 @@ def _rel(path: Path, base: Path) -> str:
     return rel.replace(os.sep, "/")
 
 
-def _excluded(rel: str, patterns: list[str]) -> bool:
-    parts = rel.split("/")
-    for pat in patterns:
-        pat = pat.rstrip("/")
-        if fnmatch.fnmatch(rel, pat) or fnmatch.fnmatch(rel, pat + "/*"):
+class _Excludes:
+    """`patterns` compiled once. A path is excluded when a pattern matches the whole relative
+    path or a folder above it (`pat` or `pat/*`), or, for a pattern without "/", any one of
+    its parts; matching is `fnmatch.fnmatch`'s (case-folded where the OS folds case)."""
+
+    __slots__ = ("whole", "part")
+
+    def __init__(self, patterns: list[str]) -> None:
+        whole: list[str] = []
+        part: list[str] = []
+        for pat in patterns:
+            pat = os.path.normcase(pat.rstrip("/"))
+            whole += [fnmatch.translate(pat), fnmatch.translate(pat + "/*")]
+            if "/" not in pat:
+                part.append(fnmatch.translate(pat))
+        self.whole = re.compile("|".join(whole)).match if whole else None
+        self.part = re.compile("|".join(part)).match if part else None
+
+    def __call__(self, rel: str) -> bool:
+        rel = os.path.normcase(rel)
+        if self.whole is not None and self.whole(rel):
             return True
-        if "/" not in pat and any(fnmatch.fnmatch(p, pat) for p in parts):
-            return True
-    return False
+        if self.part is not None:
+            match = self.part
+            return any(match(p) for p in rel.split("/"))
+        return False
 
 
 def discover(
     paths: list[Path], base: Path, cfg: Config
 ) -> tuple[list[SourceFile], list[FileError]]:
-    excludes = list(DEFAULT_EXCLUDES) + list(cfg.exclude)
+    excluded = _Excludes(list(DEFAULT_EXCLUDES) + list(cfg.exclude))
     includes = list(cfg.include)
+    included = None
+    if includes:
+        alts = (fnmatch.translate(os.path.normcase(pat)) for pat in includes)
+        included = re.compile("|".join(alts)).match
     seen: set[str] = set()
     out: list[SourceFile] = []
     errors: list[FileError] = []
@@ -69,9 +91,9 @@ def discover(
         rel = _rel(p, base)
         if rel in seen:
             return
-        if _excluded(rel, excludes):
+        if excluded(rel):
             return
-        if includes and not any(fnmatch.fnmatch(rel, pat) for pat in includes):
+        if included is not None and not included(os.path.normcase(rel)):
             return
         seen.add(rel)
         out.append(SourceFile(path=p, rel=rel))
@@ -94,7 +116,7 @@ def discover(
             # a directory os.walk could not list: say so instead of silently skipping it
             where = Path(exc.filename) if exc.filename else root
             rel = _rel(where, base)
-            if _excluded(rel, excludes):
+            if excluded(rel):
                 return
             if isinstance(exc, FileNotFoundError):
                 why = "directory vanished during the run"
@@ -116,7 +138,7 @@ def discover(
             keep = []
             for name in sorted(dirnames):
                 sub_rel = _rel(d / name, base)
-                if _excluded(sub_rel, excludes):
+                if excluded(sub_rel):
                     continue
                 if (d / name).is_symlink():
                     continue  # never follow directory links (loops, escapes)
