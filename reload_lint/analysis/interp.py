@@ -49,6 +49,7 @@ class Frame:
     chain: tuple
     root: RootState
     heap: dict = field(default_factory=dict)
+    blocks: dict = field(default_factory=dict)  # local name -> block path of its last binding
     returns: list = field(default_factory=list)
 
 
@@ -182,7 +183,17 @@ class Analyzer:
         kind = st[0]
         if kind == "assign":
             vals = self.eval(fr, st[5])
+            where = st[7] if len(st) > 7 else ()
             for tgt in st[4]:
+                if tgt[0] == "n":
+                    prev = fr.blocks.get(tgt[1])
+                    fr.blocks[tgt[1]] = where
+                    if prev is not None and tgt[1] in fr.env and prev[: len(where)] != where:
+                        # the earlier binding was made in a block this one does not enclose
+                        # (a sibling branch, or an outer block before this conditional): it
+                        # may survive, so keep both
+                        fr.env[tgt[1]] = V.union(vals, fr.env[tgt[1]])
+                        continue
                 self.bind(fr, tgt, vals, st)
         elif kind == "expr":
             self.eval(fr, st[4], stmt=st)

@@ -86,6 +86,10 @@ class _Extractor:
         self.module_name = module_name
         self.is_package = is_package
         self.pos = positions
+        # path of suite ids from the function body down to the current block: a later
+        # assignment overwrites an earlier one only when its block encloses the earlier one's
+        self.block_path: list[int] = []
+        self.block_ids = 0
         self.imports: dict[str, str] = {}
         self.functions: dict[str, dict] = {}
         self.classes: dict[str, dict] = {}
@@ -302,14 +306,22 @@ class _Extractor:
         stmts = body.body if hasattr(body, "body") else body
         if isinstance(stmts, cst.BaseSuite):  # pragma: no cover
             stmts = stmts.body
-        for stmt in stmts:
-            self.stmt(stmt, out, guard, func_qn, cls_qn)
+        self.block_ids += 1
+        self.block_path.append(self.block_ids)
+        try:
+            for stmt in stmts:
+                self.stmt(stmt, out, guard, func_qn, cls_qn)
+        finally:
+            self.block_path.pop()
 
-    def stmt(self, node, out: list, guard, func_qn: str, cls_qn: str | None) -> None:  # noqa: C901
+    def stmt(self, node, out: list, guard, func_qn: str, cls_qn: str | None) -> None:
         if isinstance(node, cst.SimpleStatementLine):
             for small in node.body:
                 self.small(small, out, guard)
             return
+        self._compound(node, out, guard, func_qn, cls_qn)
+
+    def _compound(self, node, out: list, guard, func_qn: str, cls_qn: str | None) -> None:  # noqa: C901
         if isinstance(node, cst.If):
             g = self.lazy_guard(node.test)
             self.block(node.body, out, g or guard, func_qn, cls_qn)
@@ -377,7 +389,18 @@ class _Extractor:
         ln, col, end = self.span(node)
         if isinstance(node, cst.Assign):
             targets = tuple(self.target(t.target) for t in node.targets)
-            out.append(("assign", ln, col, end, targets, self.expr(node.value), guard))
+            out.append(
+                (
+                    "assign",
+                    ln,
+                    col,
+                    end,
+                    targets,
+                    self.expr(node.value),
+                    guard,
+                    tuple(self.block_path),
+                )
+            )
         elif isinstance(node, cst.AnnAssign):
             if node.value is not None:
                 out.append(
@@ -389,6 +412,7 @@ class _Extractor:
                         (self.target(node.target),),
                         self.expr(node.value),
                         guard,
+                        tuple(self.block_path),
                     )
                 )
         elif isinstance(node, cst.AugAssign):
@@ -416,7 +440,11 @@ class _Extractor:
             if p.annotation is not None
         )
         body: list = []
-        self.block(node.body, body, None, qn, cls_qn)
+        saved, self.block_path = self.block_path, []
+        try:
+            self.block(node.body, body, None, qn, cls_qn)
+        finally:
+            self.block_path = saved
         ln, col, end = self.span(node)
         names = _BodyNames(node.body, self.pos)
         reads = sorted(names.attrs.items())
