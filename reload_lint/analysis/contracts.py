@@ -141,7 +141,11 @@ class Contract:
                     return ("RL109", "assigning to a buffer name registers a new buffer")
                 return ("RL101", "plain tensor attribute, not registered")
             if k == V.PARAM:
-                if inplace and v.value == "fresh":
+                if inplace and v.value == "cast" and v.src.rsplit(".", 1)[-1] == attr:
+                    # `layer.x = Parameter(layer.x.float())`: after the first update x already
+                    # has that dtype, the cast returns x itself and the loader's writes land
+                    return None
+                if inplace and v.value in ("fresh", "cast"):
                     return ("RL109", "a new Parameter replaces the one the weight loader writes")
                 return None
             if k == V.VIEW and not inplace:
@@ -163,7 +167,7 @@ class Contract:
             return None
         if v.value == "empty":
             return None
-        if v.kind == V.FRESH or (v.kind == V.PARAM and v.value == "fresh"):
+        if v.kind == V.FRESH or (v.kind == V.PARAM and v.value in ("fresh", "cast")):
             return "RL109"
         return None
 
@@ -193,7 +197,7 @@ class Contract:
 
 
 def judge_param_on_module(v: AV, inplace: bool):
-    if inplace and v.value == "fresh":
+    if inplace and v.value in ("fresh", "cast"):
         return ("RL109", "a new Parameter replaces the one the weight loader writes")
     return None
 

@@ -50,6 +50,7 @@ class Frame:
     root: RootState
     heap: dict = field(default_factory=dict)
     blocks: dict = field(default_factory=dict)  # local name -> block path of its last binding
+    narrowed: list = field(default_factory=list)  # (name, value before an isinstance narrowing)
     returns: list = field(default_factory=list)
 
 
@@ -213,6 +214,20 @@ class Analyzer:
                 fr.env[st[4]] = (self._closure(fr, f, st),)
         elif kind == "del":
             self._delete(fr, st[4])
+        elif kind == "narrow":
+            # `if isinstance(x, torch.nn.Parameter):` -- inside, x is that Parameter object
+            name, typ = st[4], st[5]
+            cur = fr.env.get(name)
+            if cur is not None and typ.rsplit(".", 1)[-1] == "Parameter":
+                fr.narrowed.append((name, cur))
+                src = next((v.src for v in cur if v.src), name)
+                fr.env[name] = (AV(V.REG, src=src, value="narrowed"),)
+        elif kind == "unnarrow":
+            for i in range(len(fr.narrowed) - 1, -1, -1):
+                if fr.narrowed[i][0] == st[4]:
+                    _, before = fr.narrowed.pop(i)
+                    fr.env[st[4]] = V.union(before, fr.env.get(st[4], ()))
+                    break
         elif kind == "for":
             it = self.eval(fr, st[5])
             elems: tuple = ()
@@ -507,7 +522,9 @@ class Analyzer:
                 if m is not None:
                     out = V.union(out, (AV(V.BOUND, value=f"{m[0]}:{m[1]}", items=(b.items[0],)),))
             elif k in V.TENSORISH or k == V.MATTR:
-                if attr in T.VIEW_ATTRS:
+                if attr in ("values", "indices") and k == V.FRESH:
+                    out = V.union(out, (b,))  # torch.max(x, dim).values: still new storage
+                elif attr in T.VIEW_ATTRS:
                     if k == V.FRESH:
                         out = V.union(out, (b,))
                     elif k == V.MATTR:
@@ -584,7 +601,12 @@ class Analyzer:
             vals = self.eval(fr, args_e[2])
             attr = literal or "<dynamic>"
             st = ("assign", e[4], 1, e[4], (), None, None)
-            self.store_attr(fr, recv_e, attr, vals, st, f"{self.render(recv_e)}.{attr}", recv=recv)
+            if name_e[0] == "k":
+                target = f"{self.render(recv_e)}.{attr}"
+            else:
+                # as written: one finding per store site, whatever name each caller passes
+                target = f"{self.render(recv_e)}.<{self.render(name_e)}>"
+            self.store_attr(fr, recv_e, attr, vals, st, target, recv=recv)
             return (V.NON,)
         if name == "delattr":
             if literal and any(b.kind == V.MODULE for b in recv):
@@ -706,11 +728,17 @@ class Analyzer:
         if q in TORCH_PARAMETER or q.endswith("nn.Parameter") or q == "Parameter":
             inner = args[0] if args else ()
             src = next((v.src for v in inner if v.kind in (V.REG, V.VIEW)), "")
-            fresh = [v for v in inner if v.kind == V.FRESH]
+            fresh = [
+                v for v in inner if v.kind == V.FRESH or (v.kind == V.PARAM and v.value == "fresh")
+            ]
+            casts = [v for v in inner if v.kind == V.FRESH and v.value == "cast"]
             conf = min((v.conf for v in inner), key=lambda c: V.CONF_ORDER[c], default="high")
             tr = tuple(s for v in inner for s in v.trace)[:6]
             if fresh and all(v.value == "empty" for v in fresh) and not src:
                 value = "empty"
+            elif fresh and len(casts) == len(fresh):
+                value = "cast"
+                src = casts[0].src
             elif fresh:
                 value = "fresh"
             elif src:
@@ -776,9 +804,12 @@ class Analyzer:
             elif name.endswith("_") and not name.startswith("_"):
                 out = V.union(out, (b,))
             else:
-                src = b.src if b.kind in (V.REG, V.VIEW, V.PARAM) else b.src
+                src = b.src
                 conf = b.conf
                 tr = b.trace if b.kind == V.FRESH else ()
+                # a dtype cast of a registered tensor: a no-op once the tensor already has
+                # that dtype (after the first post-load), see Contract.judge_store
+                cast = name in T.CAST_METHODS and b.kind in (V.REG, V.VIEW)
                 out = V.union(
                     out,
                     (
@@ -786,6 +817,7 @@ class Analyzer:
                             V.FRESH,
                             conf=conf,
                             src=src,
+                            value="cast" if cast else None,
                             trace=tr
                             + (TraceStep(fr.path, line, f"`.{name}()` returns a new tensor"),),
                         ),

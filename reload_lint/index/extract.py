@@ -324,7 +324,13 @@ class _Extractor:
     def _compound(self, node, out: list, guard, func_qn: str, cls_qn: str | None) -> None:  # noqa: C901
         if isinstance(node, cst.If):
             g = self.lazy_guard(node.test)
+            narrowed = _isinstance_test(node.test)
+            ln, col, end = self.span(node)
+            if narrowed:
+                out.append(("narrow", ln, col, end, *narrowed))
             self.block(node.body, out, g or guard, func_qn, cls_qn)
+            if narrowed:
+                out.append(("unnarrow", ln, col, end, narrowed[0]))
             orelse = node.orelse
             while orelse is not None:
                 if isinstance(orelse, cst.If):
@@ -527,6 +533,20 @@ class _Extractor:
             for b in blocks:
                 for s in b.body:
                     self.top(s)
+
+
+def _isinstance_test(test) -> tuple[str, str] | None:
+    """`if isinstance(x, T):` -> ("x", "T") (T dotted as written)."""
+    if (
+        isinstance(test, cst.Call)
+        and _cst_dotted(test.func) == "isinstance"
+        and len(test.args) == 2
+        and isinstance(test.args[0].value, cst.Name)
+    ):
+        t = _cst_dotted(test.args[1].value)
+        if t:
+            return (test.args[0].value.value, t)
+    return None
 
 
 def _annotation_text(node) -> str:

@@ -261,3 +261,6 @@ TENSOR_ONLY_METHODS = frozenset(
         "view_as",
     }
 )
+
+# dtype casts: a new tensor unless the receiver already has the dtype.
+CAST_METHODS = frozenset({"float", "half", "bfloat16", "double", "to", "type", "int", "long"})

@@ -126,3 +126,53 @@ def test_call_depth_limit_is_reported_not_silent(tmp_path):
     assert any(e.rule == "RL906" and "depth limit" in e.message for e in result.errors)
     # the store is still reported, with the low confidence of the assumed result
     assert ("pkg/m.py", 12, "RL101") in _found(result)
+
+
+def test_a_fresh_value_from_one_branch_survives_the_join(tmp_path):
+    result = _run(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/m.py": """
+            import torch
+
+
+            class Method:
+                def process_weights_after_loading(self, layer: torch.nn.Module) -> None:
+                    perm = None
+                    if layer.act_order:
+                        perm = torch.argsort(layer.g_idx)
+                    layer.perm = perm
+                    w = torch.empty(4)
+                    w = torch.nn.Parameter(w)  # same block: the Parameter replaces w
+                    layer.w2 = w
+            """,
+        },
+    )
+    assert _found(result) == {("pkg/m.py", 10, "RL101")}
+
+
+def test_isinstance_narrowing_keeps_an_existing_parameter(tmp_path):
+    result = _run(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/m.py": """
+            import torch
+
+
+            def rebind(layer: torch.nn.Module, name: str, tensor) -> None:
+                if isinstance(tensor, torch.nn.Parameter):
+                    param = tensor
+                else:
+                    param = torch.nn.Parameter(tensor, requires_grad=False)
+                setattr(layer, name, param)
+
+
+            class Method:
+                def process_weights_after_loading(self, layer: torch.nn.Module) -> None:
+                    rebind(layer, "w", layer.w.t().contiguous())
+            """,
+        },
+    )
+    assert _found(result) == set()
