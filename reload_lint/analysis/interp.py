@@ -68,6 +68,8 @@ class Analyzer:
         self.allocs: dict[int, list] = {}
         self._registered: set[str] | None = None
         self._attr_types: dict[str, dict[str, str]] = {}
+        self._root_of: dict[tuple, tuple[str, str]] = {}  # finding key -> (root path, root qn)
+        self._read_attr: dict[tuple, str] = {}  # finding key -> attribute the graph reads
         self.cache_modules: list[str] = []  # modules with first-use caches (RL201 candidates)
         self._buffers: set[str] | None = None
         # RL906 rows for roots whose analysis raised (crash guard; see _guarded)
@@ -1099,6 +1101,10 @@ class Analyzer:
                         rule, why = verdict
                         conf = v.conf if owner != "held" else V.lower(v.conf)
                         key = self.report(fr, rule, st, target, v, why, conf=conf)
+                        if key and owner == "data" and r.src:
+                            # `param.data = ...` with `param = getattr(layer, name)`: the
+                            # graph reads the attribute param came from, not `param`
+                            self._read_attr.setdefault(key, r.src.rsplit(".", 1)[-1])
                         src_attr = v.src.rsplit(".", 1)[-1] if v.src else ""
                         if key and v.kind == V.FRESH and src_attr:
                             fr.root.derived_findings.append((key, src_attr))
@@ -1119,6 +1125,8 @@ class Analyzer:
         key = (fr.path, st[1], rule, target)
         if key in self.findings:
             return key
+        root = fr.chain[0]
+        self._root_of[key] = (root.path, root.note.rsplit(" ", 1)[-1])
         contract = self.contract_for(fr.path)
         trace = list(v.trace)
         if v.kind == V.CALLABLE:
@@ -1236,30 +1244,38 @@ class Analyzer:
                 if self.is_apply(f["name"]):
                     for attr, ln in f["reads"]:
                         readers.setdefault(attr, []).append((mod, f["qn"], f, ln))
-        for fd in self.findings.values():
+        for key, fd in self.findings.items():
             if fd.rule.startswith("RL9"):
                 continue
             parts = fd.target.split("[", 1)[0].split(".")
             while len(parts) > 1 and parts[-1] in ("data", "<dynamic>"):
                 parts.pop()
-            attr = parts[-1]
-            cands = readers.get(attr, [])
+            attr = self._read_attr.get(key) or parts[-1]
+            if attr.startswith("<"):
+                attr = ""
+            root_path, root_qn = self._root_of.get(key, ("", ""))
+            prefixes = {q.rsplit(".", 1)[0] + "." for q in (fd.symbol, root_qn) if q and "." in q}
             best = None
-            cls_prefix = fd.symbol.rsplit(".", 1)[0] + "." if "." in fd.symbol else None
-            for mod, qn, _f, ln in cands:
+            for mod, qn, _f, ln in readers.get(attr, []):
                 path = self.index.path_of(mod)
-                score = 0
-                if path == fd.path:
-                    score += 1
-                    if cls_prefix and qn.startswith(cls_prefix):
-                        score += 2
-                if best is None or score > best[0]:
-                    best = (score, path, qn, ln)
-            if fd.rule == "RL105":
-                # the rebuilt object itself is read at apply time through its owner attribute
-                pass
-            if best is not None:
+                # same class as the store or as its post-load root, then same file
+                score = 3 * any(qn.startswith(p) for p in prefixes)
+                score += path in (fd.path, root_path)
+                cand = (score, path, qn, ln)
+                if best is None or cand[0] > best[0] or (cand[0] == best[0] and cand < best):
+                    best = cand
+            if best is not None and best[0] > 0:
                 fd.trace.append(TraceStep(best[1], best[3], f"read at apply time in {best[2]}"))
+            elif best is not None:
+                # another class reads an attribute of this name on its apply path (often the
+                # rebuilt experts/kernel object this one hands the tensor to): weaker evidence
+                fd.trace.append(
+                    TraceStep(
+                        best[1],
+                        best[3],
+                        f"read at apply time in {best[2]} (matched by attribute name only)",
+                    )
+                )
             elif fd.rule not in ("RL108", "RL201"):
                 fd.confidence = V.lower(fd.confidence)
                 fd.trace.append(
