@@ -281,6 +281,8 @@ def test_vllm_sites_map_to_recipes():
     assert names[("MarlinLinearKernel", "layer.g_idx_sort_indices")] == "vllm-marlin-gptq-act-order"
     assert names[("MacheteLinearKernel", "self.act_perm")] == "vllm-machete-gptq-act-order"
     assert names[("prepare_fp8_layer_for_marlin", "layer.workspace")] == "vllm-fp8-marlin-fallback"
+    assert names[("prepare_fp4_layer_for_marlin", "layer.workspace")] == "vllm-nvfp4-marlin-w4a16"
+    assert names[("prepare_mxfp8_layer_for_marlin", "layer.workspace")] == "vllm-mxfp8-marlin"
     assert names[("CutlassExpertsFp8Base", "self.ab_strides1")] == "vllm-cutlass-fp8-moe"
     assert "no recipe for FlashInferExperts" in names[("FlashInferExperts", "self.gemm1_alpha")]
 
@@ -297,16 +299,18 @@ def test_vllm_sites_without_cuda_are_inconclusive_with_reason(tmp_path):
 def test_committed_h200_evidence_is_well_formed():
     doc = json.loads((ROOT / "docs/evidence/h200-vllm-0.25.1.json").read_text())
     assert doc["environment"]["vllm"] == "0.25.1"
-    by = {(e["target"], e["fixed"]): e for e in doc["evidence"]}
-    for target in (
-        "self.workspace",
-        "layer.g_idx_sort_indices",
-        "self.act_perm",
-        "layer.workspace",
-        "self.ab_strides1",
-        "self.c_strides1",
+    by = {(e["symbol"].split(".")[0], e["target"], e["fixed"]): e for e in doc["evidence"]}
+    for site in (
+        ("MarlinLinearKernel", "self.workspace"),
+        ("MarlinLinearKernel", "layer.g_idx_sort_indices"),
+        ("MacheteLinearKernel", "self.act_perm"),
+        ("prepare_fp8_layer_for_marlin", "layer.workspace"),
+        ("prepare_fp4_layer_for_marlin", "layer.workspace"),
+        ("prepare_mxfp8_layer_for_marlin", "layer.workspace"),
+        ("CutlassExpertsFp8Base", "self.ab_strides1"),
+        ("CutlassExpertsFp8Base", "self.c_strides1"),
     ):
-        assert by[(target, False)]["verdict"] == "red"
-        assert by[(target, True)]["verdict"] == "green"
-        assert by[(target, False)]["reload_path"] == "vllm-layerwise"
+        assert by[(*site, False)]["verdict"] == "red", site
+        assert by[(*site, True)]["verdict"] == "green", site
+        assert by[(*site, False)]["reload_path"] == "vllm-layerwise"
     assert {e["failure"] for e in doc["evidence"]} >= {"livelock", "illegal access", "stale read"}

@@ -2,7 +2,8 @@
 
 Built in: Marlin and Machete mixed-precision linear kernels (through the real AutoGPTQ linear
 method's ``create_weights`` and weight loaders), the dense FP8 Marlin fallback (through the real
-``Fp8LinearMethod``), CUTLASS FP8 grouped-GEMM MoE experts, and a generic fallback for classes
+``Fp8LinearMethod``), the dense NVFP4 W4A16 and MXFP8 Marlin fallbacks (through the real
+ModelOpt linear methods), CUTLASS FP8 grouped-GEMM MoE experts, and a generic fallback for classes
 with a post-load hook and an apply method. ``--recipes MODULE`` imports more (the CPU fixture
 kernels in tests/runtime use this).
 """

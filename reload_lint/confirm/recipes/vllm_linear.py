@@ -8,6 +8,16 @@
 * Dense FP8 Marlin fallback: a ``ReplicatedLinear`` with ``Fp8Config`` and
   ``VLLM_TEST_FORCE_FP8_MARLIN=1``, so ``Fp8LinearMethod`` selects
   ``MarlinFP8ScaledMMLinearKernel`` and its post-load calls ``prepare_fp8_layer_for_marlin``.
+* Dense NVFP4 W4A16 Marlin: a ``ReplicatedLinear`` with ``ModelOptNvFp4Config`` (quant algo
+  ``W4A16_NVFP4``), so ``ModelOptNvFp4W4A16LinearMethod.create_weights`` registers
+  ``weight/weight_scale/weight_scale_2/input_scale`` and its post-load renames the global scale
+  and calls ``MarlinNvFp4LinearKernel`` -> ``prepare_fp4_layer_for_marlin`` (the method pins
+  that kernel; no FlashInfer or ``_moe_C`` op is involved).
+* Dense MXFP8 Marlin: a ``ReplicatedLinear`` with ``ModelOptMxFp8Config``, so
+  ``ModelOptMxFp8LinearMethod`` registers ``weight/weight_scale`` and its kernel's post-load
+  calls ``prepare_mxfp8_layer_for_marlin``. vLLM's own choice (``init_mxfp8_linear_kernel``;
+  the FlashInfer kernels need Blackwell) is recorded; ``MarlinMxfp8LinearKernel`` is
+  instantiated when it picked another.
 """
 
 from __future__ import annotations
@@ -298,3 +308,179 @@ class Fp8MarlinRecipe(_VllmRecipe):
                 "prepare_fp8_layer_for_marlin: zero and reuse the captured layer.workspace",
             )
         }
+
+
+class _ModelOptMarlinRecipe(_VllmRecipe):
+    """A ModelOpt-quantized dense ``ReplicatedLinear`` whose kernel is a Marlin fallback that
+    stores ``layer.workspace`` (a plain attribute) in its post-load."""
+
+    K, N, M = 1024, 512, 16
+    kernel_name = ""
+    kernel_module = ""
+    method_name = ""
+
+    @property
+    def dtype(self):
+        import torch
+
+        return torch.bfloat16
+
+    def preimport(self) -> None:
+        super().preimport()
+        import vllm.model_executor.layers.quantization.modelopt  # noqa: F401
+
+        __import__(self.kernel_module)
+
+    def _kernel_cls(self):
+        import importlib
+
+        return getattr(importlib.import_module(self.kernel_module), self.kernel_name)
+
+    def quant_config(self):
+        raise NotImplementedError
+
+    def replacement_kernel(self, qm):
+        """A ``kernel_name`` instance for ``qm`` when vLLM chose another (None: cannot)."""
+        return None
+
+    def construct(self, device: str) -> Built:
+        import torch
+        from vllm.model_executor.layers.linear import ReplicatedLinear
+
+        layer = ReplicatedLinear(
+            self.K,
+            self.N,
+            bias=False,
+            params_dtype=torch.bfloat16,
+            quant_config=self.quant_config(),
+            prefix="model.layers.0.mlp.down_proj",
+        )
+        qm = layer.quant_method
+        if type(qm).__name__ != self.method_name:
+            raise RuntimeError(f"the config gave {type(qm).__name__}, not {self.method_name}")
+        chosen = type(getattr(qm, "kernel", None)).__name__
+        notes = [f"quant method {type(qm).__name__}; vLLM chose {chosen}", *shim_notes()]
+        if chosen != self.kernel_name:
+            kernel = self.replacement_kernel(qm)
+            if kernel is None:
+                raise RuntimeError(f"{type(qm).__name__} selected {chosen}, not {self.kernel_name}")
+            qm.kernel = kernel
+            notes.append(f"recipe instantiated {self.kernel_name} with the same layer config")
+        return Built(
+            model=layer,
+            layer=layer,
+            forward=layer_forward(layer),
+            roots={"layer": layer},
+            notes=notes,
+        )
+
+    def example_input(self, device: str):
+        import torch
+
+        x = torch.randn(self.M, self.K, generator=gen(97)) * 0.5
+        return x.to(torch.bfloat16).to(device)
+
+    def fixes(self):
+        def reuse():
+            return fx.reuse_storage(self._kernel_cls(), "layer.workspace")
+
+        return {
+            "layer.workspace": Fix(
+                "layer.workspace",
+                "reuse storage",
+                reuse,
+                f"{self.kernel_name} post-load ({', '.join(self.functions)}): zero and reuse "
+                "the captured layer.workspace",
+            )
+        }
+
+
+@register
+class NvFp4MarlinRecipe(_ModelOptMarlinRecipe):
+    name = "vllm-nvfp4-marlin-w4a16"
+    family = (
+        "dense NVFP4 W4A16 Marlin (ModelOptNvFp4W4A16LinearMethod -> MarlinNvFp4LinearKernel "
+        "-> prepare_fp4_layer_for_marlin)"
+    )
+    paths = ("quantization/utils/marlin_utils_fp4.py", "kernels/linear/nvfp4/marlin.py")
+    classes = ("MarlinNvFp4LinearKernel",)
+    functions = ("prepare_fp4_layer_for_marlin",)
+    kernel_name = "MarlinNvFp4LinearKernel"
+    kernel_module = "vllm.model_executor.kernels.linear.nvfp4.marlin"
+    method_name = "ModelOptNvFp4W4A16LinearMethod"
+    GROUP = 16
+
+    def quant_config(self):
+        from vllm.model_executor.layers.quantization.modelopt import ModelOptNvFp4Config
+
+        return ModelOptNvFp4Config(
+            quant_method="W4A16_NVFP4",
+            is_checkpoint_nvfp4_serialized=True,
+            kv_cache_quant_algo=None,
+            exclude_modules=[],
+            group_size=self.GROUP,
+        )
+
+    def checkpoint(self, seed: int, device: str) -> dict:
+        """ModelOpt NVFP4 on disk: packed e2m1 nibbles (uint8 [N, K/2]), e4m3 block scales
+        ([N, K/16], normalized to at most 448 as ModelOpt writes them, so Marlin's S0E5M3
+        rescale factor is 1), the fp32 global scale amax/2688, and a W4A4-style input_scale
+        (the method's placeholder parameter, discarded by its post-load)."""
+        import torch
+
+        g = gen(seed)
+        K, N = self.K, self.N
+        weight = torch.randint(0, 256, (N, K // 2), generator=g, dtype=torch.uint8)
+        scale = (torch.rand(N, K // self.GROUP, generator=g) * 384 + 64).to(torch.float8_e4m3fn)
+        amax = 1.5 + 0.5 * seed
+        return {
+            "weight": weight.to(device),
+            "weight_scale": scale.to(device),
+            "weight_scale_2": torch.tensor([amax / 2688.0], dtype=torch.float32).to(device),
+            "input_scale": torch.tensor([1.0 / 448.0], dtype=torch.float32).to(device),
+        }
+
+
+@register
+class Mxfp8MarlinRecipe(_ModelOptMarlinRecipe):
+    name = "vllm-mxfp8-marlin"
+    family = (
+        "dense MXFP8 Marlin (ModelOptMxFp8LinearMethod -> MarlinMxfp8LinearKernel "
+        "-> prepare_mxfp8_layer_for_marlin)"
+    )
+    paths = ("quantization/utils/marlin_utils_fp8.py", "kernels/linear/mxfp8/marlin.py")
+    classes = ("MarlinMxfp8LinearKernel",)
+    functions = ("prepare_mxfp8_layer_for_marlin",)
+    kernel_name = "MarlinMxfp8LinearKernel"
+    kernel_module = "vllm.model_executor.kernels.linear.mxfp8.marlin"
+    method_name = "ModelOptMxFp8LinearMethod"
+    BLOCK = 32
+
+    def quant_config(self):
+        from vllm.model_executor.layers.quantization.modelopt import ModelOptMxFp8Config
+
+        return ModelOptMxFp8Config(
+            is_checkpoint_mxfp8_serialized=True, kv_cache_quant_algo=None, exclude_modules=[]
+        )
+
+    def replacement_kernel(self, qm):
+        from vllm.model_executor.kernels.linear.mxfp8.Mxfp8LinearKernel import (
+            Mxfp8LinearLayerConfig,
+        )
+
+        cls = self._kernel_cls()
+        ok, why = cls.is_supported()
+        if not ok:
+            raise RuntimeError(f"{self.kernel_name} is not supported here: {why}")
+        return cls(getattr(qm.kernel, "config", None) or Mxfp8LinearLayerConfig())
+
+    def checkpoint(self, seed: int, device: str) -> dict:
+        """ModelOpt MXFP8 on disk: e4m3 weights [N, K] and e8m0 block scales as uint8
+        [N, K/32] (2^-7 .. 2^-3: powers of two, exact in any float dtype the post-load uses)."""
+        import torch
+
+        g = gen(seed)
+        K, N = self.K, self.N
+        weight = (torch.randn(N, K, generator=g) * 0.5).to(torch.float8_e4m3fn)
+        scale = torch.randint(120, 125, (N, K // self.BLOCK), generator=g, dtype=torch.uint8)
+        return {"weight": weight.to(device), "weight_scale": scale.to(device)}
