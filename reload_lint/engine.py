@@ -162,8 +162,12 @@ def _analyse(store, files, by_module, cfg, roots, contract_for, only_paths, prog
     # files passed by name are parsed even when no root mentions them, so a syntax error in
     # the file a pre-commit hook names is reported (a directory run parses what it reaches)
     named = [sf for sf in files if only_paths and sf.rel in only_paths and sf not in seeds]
-    progress.start("parsing", len(seeds) + len(named))
-    store.prefetch(seeds + named, keep_pool=True)
+    # first-use cache candidates (RL201) are analysed whatever the roots reach: parse them
+    # with the seeds, in parallel, rather than one by one on demand
+    seen = set(map(id, seeds + named))
+    caches = [sf for sf in files if (store.facts(sf) or _NO_FACTS)[2] and id(sf) not in seen]
+    progress.start("parsing", len(seeds) + len(named) + len(caches))
+    store.prefetch(seeds + named + caches, keep_pool=True)
     imports_of = _import_resolver(by_module)
     store.speculate(_likely_imports(store, seeds, imports_of), imports_of)
 

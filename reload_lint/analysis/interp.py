@@ -67,7 +67,7 @@ class Analyzer:
         self.constructed: dict[str, TraceStep] = {}
         self.allocs: dict[int, list] = {}
         self._registered: set[str] | None = None
-        self._attr_types: dict[str, dict[str, str]] = {}
+        self._attr_types: dict[tuple[str, str], str | None] = {}
         self._root_of: dict[tuple, tuple[str, str]] = {}  # finding key -> (root path, root qn)
         self._read_attr: dict[tuple, str] = {}  # finding key -> attribute the graph reads
         self.cache_modules: list[str] = []  # modules with first-use caches (RL201 candidates)
@@ -443,42 +443,43 @@ class Analyzer:
             return (AV(V.CLS, cls=f"{mod}:{qn}"),)
         return (AV(V.REF, value=mod),)
 
-    def attr_types(self, cls_key: str) -> dict[str, str]:
-        """attr -> class key for `self.attr = SomeProjectClass(...)` in the class's methods.
+    def attr_type(self, cls_key: str, attr: str) -> str | None:
+        """Class key of `self.<attr>` when the class's methods set it to `SomeClass(...)`.
 
         Lets the analysis follow calls on objects a quant method or kernel holds
-        (`self.backend.prepare(layer)`) when the object was built once in __init__.
+        (`self.backend.prepare(layer)`) when the object was built once in __init__. Only the
+        callees of stores to this attribute are resolved (resolving is what parses modules).
         """
-        cache = self._attr_types
-        if cls_key in cache:
-            return cache[cls_key]
-        cache[cls_key] = {}
-        out: dict[str, str] = {}
+        key = (cls_key, attr)
+        if key in self._attr_types:
+            return self._attr_types[key]
+        self._attr_types[key] = None
+        found = None
         for k in self.index.mro(cls_key):
             crec = self.index.class_record(k)
-            if crec is None:
+            if crec is None or found:
                 continue
             mod = k.partition(":")[0]
             for _name, mqn in sorted(crec["methods"].items()):
                 f = self.index.function(mod, mqn)
-                if f is None or not f["params"]:
+                if f is None or not f["params"] or found:
                     continue
                 me = f["params"][0]
                 for st in f["body"]:
                     if st[0] != "assign" or st[5][0] != "c":
                         continue
-                    d = dotted(st[5][1]) if st[5][1][0] in ("n", "a") else None
-                    if not d:
+                    if not any(t[0] == "a" and t[1] == ("n", me) and t[2] == attr for t in st[4]):
                         continue
+                    d = dotted(st[5][1]) if st[5][1][0] in ("n", "a") else None
+                    if not d or not d.rsplit(".", 1)[-1][:1].isupper():
+                        continue  # classes are CamelCase: plain calls are not resolved
                     q = self.index.qualify(mod, d)
                     r = self.index.resolve(q) if q else None
-                    if r is None or r[0] != "class":
-                        continue
-                    for t in st[4]:
-                        if t[0] == "a" and t[1] == ("n", me):
-                            out.setdefault(t[2], f"{r[1]}:{r[2]}")
-        cache[cls_key] = out
-        return out
+                    if r is not None and r[0] == "class":
+                        found = f"{r[1]}:{r[2]}"
+                        break
+        self._attr_types[key] = found
+        return found
 
     def eval_attr(self, fr: Frame, base: tuple, attr: str, e) -> tuple:  # noqa: C901
         out: tuple = ()
@@ -501,9 +502,10 @@ class Analyzer:
                 elif m is not None:
                     out = V.union(out, (AV(V.BOUND, value=f"{m[0]}:{m[1]}", items=((b,),)),))
                 elif (
-                    b.cls and attr in self.attr_types(b.cls) and attr not in self.registered_names()
+                    b.cls
+                    and attr not in self.registered_names()
+                    and (held := self.attr_type(b.cls, attr)) is not None
                 ):
-                    held = self.attr_types(b.cls)[attr]
                     kind = V.MODULE if self.index.is_module_class(held) else V.OBJ
                     out = V.union(out, (AV(kind, cls=held, src=f"{b.src}.{attr}"),))
                 elif k == V.MODULE:
