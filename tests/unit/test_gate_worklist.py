@@ -415,7 +415,9 @@ def test_committed_worklist_merges_the_h200_evidence():
 
     root = Path(__file__).resolve().parents[2]
     md = (root / "docs/worklist-vllm-0.25.1.md").read_text()
-    assert "Runtime evidence: 13 records;" in md
+    evidence = json.loads((root / "docs/evidence/h200-vllm-0.25.1.json").read_text())
+    records = evidence["evidence"]
+    assert f"Runtime evidence: {len(records)} records;" in md
     assert "via trace from `CutlassExpertsFp8Base.__init__` `self.ab_strides1`" in md
     for comp in ("MarlinLinearKernel", "MacheteLinearKernel", "marlin_utils_fp8", "Fp8MoEMethod"):
         assert "fixed green" in _row(md, comp), comp
