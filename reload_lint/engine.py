@@ -217,15 +217,47 @@ def _import_resolver(by_module: dict):
         return memo[qualified]
 
     def imports_of(rec: dict) -> list[SourceFile]:
+        """Files of the names this record calls first (what the analysis will resolve), then
+        the files of its other imports."""
+        imports = rec.get("imports", {})
         out: list[SourceFile] = []
-        for target in rec.get("imports", {}).values():
+        seen: set[int] = set()
+        heads = _call_heads(rec)
+        ordered = [imports[h] for h in heads if h in imports]
+        ordered += [t for h, t in imports.items() if h not in heads]
+        for target in ordered:
             for q in target.split():
                 sf = file_of(q)
-                if sf is not None and sf not in out:
+                if sf is not None and id(sf) not in seen:
+                    seen.add(id(sf))
                     out.append(sf)
         return out
 
     return imports_of
+
+
+def _call_heads(rec: dict) -> list[str]:
+    """First names of the callees in a record's functions (`marlin_make_workspace_new`,
+    `ops` of `ops.gptq_marlin_repack`), in first-call order; cached on the record."""
+    cached = rec.get("_call_heads")
+    if cached is not None:
+        return cached
+    heads: dict[str, None] = {}
+    stack = [st for f in rec.get("functions", {}).values() for st in f["body"]]
+    while stack:
+        x = stack.pop()
+        if not isinstance(x, tuple) or not x:
+            continue
+        if x[0] == "c" and isinstance(x[1], tuple):
+            f = x[1]
+            while f and f[0] == "a":
+                f = f[1]
+            if f and f[0] == "n":
+                heads.setdefault(f[1], None)
+        stack.extend(y for y in x if isinstance(y, tuple))
+    out = list(heads)
+    rec["_call_heads"] = out
+    return out
 
 
 def _likely_imports(store, seeds, imports_of) -> list[SourceFile]:
