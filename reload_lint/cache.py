@@ -499,6 +499,10 @@ class RecordStore:
     # those the seeds import most. A request for a module in flight waits for it; one never
     # submitted is parsed here. Only records the analysis asks for are used (and reported),
     # so what is speculated changes the speed, never the output.
+    def speculating_possible(self) -> bool:
+        """True when `prefetch` kept a worker pool (something had to be parsed)."""
+        return self._pool is not None
+
     def speculate(self, initial: list[SourceFile], imports_of) -> None:
         """Start speculating (when `prefetch` left a pool); `imports_of(record)` -> the
         project files a record imports."""

@@ -169,7 +169,8 @@ def _analyse(store, files, by_module, cfg, roots, contract_for, only_paths, prog
     progress.start("parsing", len(seeds) + len(named) + len(caches))
     store.prefetch(seeds + named + caches, keep_pool=True)
     imports_of = _import_resolver(by_module)
-    store.speculate(_likely_imports(store, seeds, imports_of), imports_of)
+    if store.speculating_possible():  # a cold run left a worker pool; warm runs skip this
+        store.speculate(_likely_imports(store, seeds, imports_of), imports_of)
 
     def loader(module: str):
         sf = by_module.get(module)

@@ -45,16 +45,28 @@ class AV:
     oid: int = 0
 
     def key(self) -> tuple:
-        """Identity for memoisation (no traces)."""
-        return (
-            self.kind,
-            self.cls,
-            self.src,
-            self.value,
-            self.fn,
-            self.oid,
-            _items_key(self.items),
-        )
+        """Identity for memoisation (no traces); computed once per value."""
+        k = self.__dict__.get("_key")
+        if k is None:
+            k = (
+                self.kind,
+                self.cls,
+                self.src,
+                self.value,
+                self.fn,
+                self.oid,
+                _items_key(self.items),
+            )
+            object.__setattr__(self, "_key", k)
+        return k
+
+    def key_text(self) -> str:
+        """repr(key()): a total order for canonical memo keys; computed once per value."""
+        t = self.__dict__.get("_key_text")
+        if t is None:
+            t = repr(self.key())
+            object.__setattr__(self, "_key_text", t)
+        return t
 
 
 def _items_key(items) -> tuple:
@@ -70,7 +82,7 @@ def _items_key(items) -> tuple:
 
 
 def vals_key(vals: tuple) -> tuple:
-    return tuple(sorted((v.key() for v in vals), key=repr))
+    return tuple(v.key() for v in sorted(vals, key=AV.key_text))
 
 
 UNK = AV(UNKNOWN)
