@@ -294,7 +294,7 @@ class _Texts:
         return self._store.text_of(rel) is not None
 
 
-_FACTS_VERSION = "1"
+_FACTS_VERSION = "4"
 _NO_FACTS = (False, False, False, ())
 
 
@@ -339,7 +339,12 @@ _CLASS_RE = None
 # `if self._x is None:` followed by `self._x = self.<attr>...`: a first-use cache derived from
 # the object's own state (RL201 candidates), found by text before anything is parsed.
 _LAZY_CACHE_RE = __import__("re").compile(
-    r"if self\.(\w+) is None:\s*\n\s*self\.\1 = [^\n]*self\.\w+"
+    r"if self\.(\w+) is None:\s*\n\s*self\.\1 = [^\n]*(?:"
+    # derived from the object's own tensor state: a cast/layout method, arithmetic, a torch op
+    r"self\.\w+\.(?:float|half|bfloat16|double|to|t|contiguous|clone|reciprocal|transpose"
+    r"|permute|reshape|view|T|mT|detach)\b"
+    r"|[-+*/@]\s*self\.\w+"
+    r"|torch\.[\w.]+\([^\n]*self\.\w+)"
 )
 
 
