@@ -133,17 +133,21 @@ class Analyzer:
             return (AV(V.MODULE, src=name),)
         return (V.UNK,)
 
-    def run_root(self, mod: str, qn: str, f: dict) -> None:
-        path = self.index.path_of(mod)
-        state = RootState(root=qn)
-        env = {}
+    def _entry_env(self, f: dict, selfv: tuple) -> dict:
+        """Environment of an entry point: `self` as given, layer-like parameters typed."""
         params = list(f["params"])
-        selfv = self._self_value(mod, f)
+        env: dict = {}
         if selfv and params:
             env[params.pop(0)] = selfv
         ann = dict(f["annotations"])
         for p in params:
             env[p] = self._param_value(p, ann)
+        return env
+
+    def run_root(self, mod: str, qn: str, f: dict) -> None:
+        path = self.index.path_of(mod)
+        state = RootState(root=qn)
+        env = self._entry_env(f, self._self_value(mod, f))
         frame = Frame(
             module=mod,
             path=path,
@@ -1215,16 +1219,8 @@ class Analyzer:
 
     def _run_method(self, mod: str, f: dict, mode: str, cls_key: str, where) -> None:
         path = self.index.path_of(mod)
-        params = list(f["params"])
-        env = {}
-        if params:
-            if self.index.is_module_class(cls_key):
-                env[params.pop(0)] = (AV(V.MODULE, cls=cls_key, src="self"),)
-            else:
-                env[params.pop(0)] = (AV(V.OBJ, cls=cls_key, src="self"),)
-        ann = dict(f["annotations"])
-        for p in params:
-            env[p] = self._param_value(p, ann)
+        kind = V.MODULE if self.index.is_module_class(cls_key) else V.OBJ
+        env = self._entry_env(f, (AV(kind, cls=cls_key, src="self"),))
         chain = (
             TraceStep(
                 path,
