@@ -108,7 +108,7 @@ class Contract:
             if inplace:
                 return ("RL106", "`.data =` rebinds the parameter to new storage")
             notes = " ".join(s.note for s in v.trace)
-            if any(f"`{op}`" in notes for op in SHAPE_CHANGING) or "advanced indexing" in notes:
+            if any(f"`{op}`" in notes for op in SHAPE_CHANGING):
                 return ("RL106", "shape-changing `.data =` swap replaces the parameter's storage")
             return None
         if k == V.CALLABLE:
