@@ -341,7 +341,7 @@ class Analyzer:
             base = self.eval(fr, e[1])
             out: tuple = ()
             for b in base:
-                if b.kind in (V.REG, V.VIEW, V.PARAM, V.MATTR) and b.kind != V.MATTR:
+                if b.kind in (V.REG, V.VIEW, V.PARAM):
                     if e[2] == ("slice",):
                         out = V.union(
                             out,
@@ -900,11 +900,9 @@ class Analyzer:
             return (AV(V.FRESH, conf="low") if any(V.tensorish(a) for a in args) else V.UNK,)
         params = list(f["params"])
         env: dict = dict(closure_env or {})
+        # an unbound call `Class.method(obj, ...)` has no selfv: obj binds positionally
         if selfv is not None and params and "staticmethod" not in f["decos"]:
             env[params.pop(0)] = selfv
-        elif f["cls"] and params and "staticmethod" not in f["decos"] and selfv is None:
-            # unbound call Class.method(obj, ...) -> first arg is self
-            pass
         for p, a in zip(params, args, strict=False):
             env[p] = a
         kw = dict(kwargs)
@@ -1346,7 +1344,7 @@ def _line_of(e, fr: Frame) -> int:
             if x[0] == "c" and len(x) > 4 and isinstance(x[4], int):
                 return x[4]
             stack.extend(y for y in x[1:] if isinstance(y, tuple))
-    return fr.func.get("_line", fr.func["line"])
+    return fr.func["line"]
 
 
 def _kept(v: AV) -> AV | None:
