@@ -8,7 +8,7 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import json
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 
 try:  # Python 3.11+
@@ -221,7 +221,3 @@ def load_config(path: Path | None = None, start: Path | None = None) -> Config:
     if table is None:
         return Config(source=str(path))
     return parse_table(table, str(path))
-
-
-def config_field_names() -> list[str]:
-    return [f.name for f in fields(Config)]

@@ -7,7 +7,6 @@ records are cached by content hash (reload_lint/cache.py).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +18,6 @@ from reload_lint.discover import SourceFile, discover
 from reload_lint.errors import ReloadLintError
 from reload_lint.findings import FileError, Finding, compute_fingerprints
 from reload_lint.progress import Progress
-from reload_lint.rules import selected
 
 
 @dataclass
@@ -138,7 +136,7 @@ def run_check(
             store.put_result(run_key, (findings, store_errors, suppressions))
     store.save()
     progress.close()
-    errors = [e for e in [*errors[:n_discover], *store_errors] if _selected(e.rule, e.path, cfg)]
+    errors = [e for e in [*errors[:n_discover], *store_errors] if cfg.rule_enabled(e.path, e.rule)]
     if only_paths is not None:
         findings = [f for f in findings if f.path in only_paths]
         errors = [e for e in errors if e.path in only_paths]
@@ -191,7 +189,7 @@ def _analyse(store, files, by_module, cfg, roots, contract_for, only_paths, prog
         store.close()
     store.errors.extend(getattr(analyzer, "errors", ()))
 
-    findings = [f for f in findings if _selected(f.rule, f.path, cfg)]
+    findings = [f for f in findings if cfg.rule_enabled(f.path, f.rule)]
     findings.sort(key=Finding.sort_key)
     compute_fingerprints(findings)
     lines: dict[str, list[str]] = {}
@@ -357,18 +355,6 @@ def _class_bases(store, by_module: dict) -> dict[str, list[str]]:
     return out
 
 
-def _selected(code: str, path: str, cfg: Config) -> bool:
-    select, ignore = list(cfg.select), list(cfg.ignore)
-    import fnmatch
-
-    for pp in cfg.per_path:
-        if fnmatch.fnmatch(path, pp.pattern):
-            if pp.select:
-                select = list(pp.select)
-            ignore = ignore + list(pp.ignore)
-    return selected(code, select, ignore)
-
-
 def _snippet_line(lines: list[str], line: int) -> str:
     return lines[line - 1].strip() if 0 < line <= len(lines) else ""
 
@@ -385,7 +371,3 @@ def _scan_suppressions(texts: dict) -> dict:
             if sups:
                 out[path] = sups
     return out
-
-
-def default_jobs() -> int:
-    return max(1, min(8, os.cpu_count() or 1))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 SCHEMA_VERSION = "1.0"
 TOOL_NAME = "reload-lint"
@@ -105,7 +105,6 @@ class FileError:
 
 
 _WS = re.compile(r"\s+")
-_INDEX = re.compile(r"\[[^\]]*\]")
 
 
 def normalize_target(target: str) -> str:
@@ -129,7 +128,3 @@ def compute_fingerprints(findings: list[Finding]) -> None:
         counts[key] = n + 1
         raw = "\x1f".join([*key, str(n)])
         f.fingerprint = hashlib.sha256(raw.encode()).hexdigest()[:20]
-
-
-def finding_as_dict(f: Finding) -> dict:
-    return asdict(f)
