@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from reload_lint import __version__
 
@@ -107,7 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _split_codes(values: list[str]) -> list[str]:
+def codes(values: list[str]) -> list[str]:
     out: list[str] = []
     for v in values:
         out.extend(c.strip().upper() for c in v.split(",") if c.strip())
@@ -138,11 +137,3 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"reload-lint: {describe(exc)}", file=sys.stderr)
         return EXIT_ERROR
-
-
-def codes(values: list[str]) -> list[str]:
-    return _split_codes(values)
-
-
-def cwd() -> Path:
-    return Path.cwd()

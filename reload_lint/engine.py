@@ -360,10 +360,8 @@ def _snippet_line(lines: list[str], line: int) -> str:
 
 
 def _scan_suppressions(texts: dict) -> dict:
-    try:
-        from reload_lint.suppress import scan_suppressions
-    except ImportError:
-        return {}
+    from reload_lint.suppress import scan_suppressions
+
     out = {}
     for path, text in texts.items():
         if "reload-lint:" in text:
