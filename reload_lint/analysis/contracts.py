@@ -141,13 +141,7 @@ class Contract:
                     return ("RL109", "assigning to a buffer name registers a new buffer")
                 return ("RL101", "plain tensor attribute, not registered")
             if k == V.PARAM:
-                if inplace and v.value == "cast" and v.src.rsplit(".", 1)[-1] == attr:
-                    # `layer.x = Parameter(layer.x.float())`: after the first update x already
-                    # has that dtype, the cast returns x itself and the loader's writes land
-                    return None
-                if inplace and v.value in ("fresh", "cast"):
-                    return ("RL109", "a new Parameter replaces the one the weight loader writes")
-                return None
+                return judge_param_on_module(v, inplace, attr)
             if k == V.VIEW and not inplace:
                 return ("RL107", "view of a registered tensor taken before copy-back")
             return None
@@ -196,7 +190,12 @@ class Contract:
         return f"{what}; {tail}"
 
 
-def judge_param_on_module(v: AV, inplace: bool):
+def judge_param_on_module(v: AV, inplace: bool, attr: str | None = None):
+    """A Parameter stored on a module (or on what a layer holds, attr unknown: None)."""
+    if inplace and attr is not None and v.value == "cast" and v.src.rsplit(".", 1)[-1] == attr:
+        # `layer.x = Parameter(layer.x.float())`: after the first update x already has that
+        # dtype, the cast returns x itself and the loader's writes land
+        return None
     if inplace and v.value in ("fresh", "cast"):
         return ("RL109", "a new Parameter replaces the one the weight loader writes")
     return None
