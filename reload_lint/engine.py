@@ -166,7 +166,7 @@ def _analyse(store, files, by_module, cfg, roots, contract_for, only_paths, prog
     caches = [sf for sf in files if (store.facts(sf) or _NO_FACTS)[2] and id(sf) not in seen]
     progress.start("parsing", len(seeds) + len(named) + len(caches))
     store.prefetch(seeds + named + caches, keep_pool=True)
-    imports_of = _import_resolver(by_module)
+    imports_of = _guarded(_import_resolver(by_module), by_module, store.errors)
     if store.speculating_possible():  # a cold run left a worker pool; warm runs skip this
         store.speculate(_likely_imports(store, seeds, imports_of), imports_of)
 
@@ -235,6 +235,29 @@ def _import_resolver(by_module: dict):
     return imports_of
 
 
+def _guarded(imports_of, by_module: dict, errors: list):
+    """imports_of, where an internal error on one record becomes an RL906 row for its file
+    (the file is then parsed on demand like any other) and the run goes on."""
+    failed: set[str] = set()
+
+    def guarded(rec: dict) -> list[SourceFile]:
+        try:
+            return imports_of(rec)
+        except Exception as exc:  # an engine bug: reported on the file, never a run abort
+            module = rec.get("module", "?")
+            if module not in failed:
+                failed.add(module)
+                sf = by_module.get(module)
+                msg = (
+                    f"analysis of `{module}` did not complete: internal error while ordering "
+                    f"its imports ({type(exc).__name__}: {exc})"
+                )
+                errors.append(FileError("RL906", sf.rel if sf else module, msg, 0))
+            return []
+
+    return guarded
+
+
 def _call_heads(rec: dict) -> list[str]:
     """First names of the callees in a record's functions (`marlin_make_workspace_new`,
     `ops` of `ops.gptq_marlin_repack`), in first-call order; cached on the record."""
@@ -247,7 +270,7 @@ def _call_heads(rec: dict) -> list[str]:
         x = stack.pop()
         if not isinstance(x, tuple) or not x:
             continue
-        if x[0] == "c" and isinstance(x[1], tuple):
+        if _is_call(x):
             f = x[1]
             while f and f[0] == "a":
                 f = f[1]
@@ -257,6 +280,19 @@ def _call_heads(rec: dict) -> list[str]:
     out = list(heads)
     rec["_call_heads"] = out
     return out
+
+
+def _is_call(x: tuple) -> bool:
+    """A call node, ("c", func, args, kwargs, line, star), by its whole shape: other tuples of
+    a record start with "c" too, e.g. the parameter and free-name tuples of `lambda c: ...`
+    (("c",)) and the keyword pair of `f(c=g)`."""
+    return (
+        len(x) == 6
+        and x[0] == "c"
+        and isinstance(x[1], tuple)
+        and isinstance(x[2], tuple)
+        and isinstance(x[4], int)
+    )
 
 
 def _likely_imports(store, seeds, imports_of) -> list[SourceFile]:

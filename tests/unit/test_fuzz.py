@@ -29,6 +29,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from reload_lint import engine
 from reload_lint.analysis.contracts import make_contract
 from reload_lint.analysis.interp import Analyzer
 from reload_lint.cache import _extract_job
@@ -131,6 +132,7 @@ def analyse(text: str, module: str = "pkg.kern") -> tuple[list[Finding], list[Fi
     records: dict[str, dict] = {}
     if res[0] == "ok":
         records[module] = res[1]
+        engine._call_heads(res[1])  # the engine's own walk of a record (import ordering)
         STATS["parsed"] += 1
     else:
         _, rule, line, msg = res
@@ -221,3 +223,37 @@ def test_grammar_generated_modules_never_crash():
         analyse(kern)
 
     run()
+
+
+# The tags of the record's expression and statement language (index/extract.py). A lambda or
+# comprehension parameter, a free name or a keyword argument spelled like one is stored as a
+# bare string inside a tuple, and a walker that matches tags without the node's shape mistakes
+# it for a node (issue 11: `lambda c: c` crashed the engine's call-head walk at -j 2).
+RECORD_TAGS = ["n", "a", "c", "b", "u", "s", "k", "t", "d", "l", "assign", "aug", "expr", "ret"]
+TAG_SHAPES = [
+    "lambda {ps}: {p0}",
+    "lambda: {p0}",
+    "lambda {p0}=g({p1}): {p0}",
+    "[{p0} for {p0} in {p1}]",
+    "{{{p0}: {p1} for {p0}, {p1} in x}}",
+    "({p0} for {p0} in x if {p1})",
+    "f({p0}={p1})",
+    "f(lambda {ps}: g({p0}), {p1}={p0})",
+    "sorted(x, key=lambda {p0}: {p0}.{p1})",
+]
+
+
+@settings(max_examples=GRAMMAR_EXAMPLES, **FUZZ_SETTINGS)
+@given(
+    shapes=st.lists(st.sampled_from(TAG_SHAPES), min_size=1, max_size=3),
+    names=st.lists(st.sampled_from(RECORD_TAGS), min_size=2, max_size=4, unique=True),
+)
+def test_parameters_named_like_record_tags_never_crash(shapes, names):
+    STATS["tag-named parameters"] += 1
+    fill = {"ps": ", ".join(names), "p0": names[0], "p1": names[1]}
+    body = "".join(f"        v{i} = {shape.format(**fill)}\n" for i, shape in enumerate(shapes))
+    analyse(
+        "import torch\n\nclass K:\n    def process_weights_after_loading(self, layer):\n"
+        + body
+        + "        layer.x = torch.empty(1)\n"
+    )
