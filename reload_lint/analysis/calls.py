@@ -1,0 +1,451 @@
+"""Calls: dispatch to torch summaries, project functions (interpreted in the caller's
+context), closures and partials, and constructors with `self` under construction."""
+
+from __future__ import annotations
+
+from reload_lint.analysis import values as V
+from reload_lint.analysis.frame import (
+    CONTAINER_MUTATORS,
+    MAX_DEPTH,
+    REGISTER,
+    Frame,
+    _derived_src,
+    _has_zero_dim,
+    _super_start,
+    _with_step,
+)
+from reload_lint.analysis.values import AV
+from reload_lint.findings import TraceStep
+from reload_lint.index.project import TORCH_PARAMETER
+from reload_lint.summaries import torchapi as T
+
+
+class CallMixin:
+    """Mixed into Analyzer (analysis/interp.py); uses its state and the other rooms' methods."""
+
+    # ------------------------------------------------------------------ calls
+    def eval_call(self, fr: Frame, e) -> tuple:  # noqa: C901
+        func, args_e, kwargs_e, line = e[1], e[2], e[3], e[4]
+        # syntactic specials first
+        if func == ("n", "super"):
+            selfv = fr.env.get(fr.func["params"][0]) if fr.func["params"] else None
+            if fr.cls_key and selfv:
+                return (
+                    AV(
+                        V.SUPER,
+                        cls=_super_start(selfv, fr.cls_key),
+                        value=fr.cls_key,
+                        items=(selfv,),
+                    ),
+                )
+            return (V.UNK,)
+        if func[0] == "n" and func[1] in ("setattr", "getattr", "delattr", "hasattr"):
+            return self.builtin_attr(fr, func[1], args_e, e)
+        if func[0] == "a":
+            recv = self.eval(fr, func[1])
+            meth = func[2]
+            special = self.method_special(fr, recv, meth, func, args_e, kwargs_e, e)
+            if special is not None:
+                return special
+            if meth in T.TENSOR_ONLY_METHODS and all(r.kind in (V.UNKNOWN, V.MATTR) for r in recv):
+                for a in args_e:
+                    self.eval(fr, a)
+                held = [r for r in recv if r.kind == V.MATTR]
+                if held and meth in T.VIEW_METHODS:
+                    return tuple(AV(V.VIEW, conf="medium", src=r.src) for r in held)
+                return self._fresh(
+                    fr,
+                    line,
+                    f"`.{meth}()` on `{self.render(func[1])}` (assumed a tensor)",
+                    "medium" if held else "low",
+                    src=held[0].src if held else "",
+                )
+            callee = self.eval_attr(fr, recv, meth, func)
+        else:
+            callee = self.eval(fr, func)
+        args = tuple(self.eval(fr, a) for a in args_e)
+        kwargs = tuple((k, self.eval(fr, v)) for k, v in kwargs_e)
+        out: tuple = ()
+        for c in callee:
+            out = V.union(out, self.call_value(fr, c, args, kwargs, line, e))
+        return out or (V.UNK,)
+
+    def method_special(self, fr: Frame, recv, meth, func, args_e, kwargs_e, e):  # noqa: C901
+        line = e[4]
+        if meth in REGISTER and any(b.kind == V.MODULE for b in recv) and len(args_e) >= 2:
+            names = self.eval(fr, args_e[0])
+            name = next((n.value for n in names if n.kind == V.STR and n.value), "<dynamic>")
+            vals = self.eval(fr, args_e[1])
+            target = f"{self.render(func[1])}.{name}"
+            fr.heap[target] = tuple(
+                AV(V.REG, src=target, value=name) if v.kind in V.TENSORISH else v for v in vals
+            )
+            contract = self.contract_for(fr.path)
+            for v in vals:
+                rule = contract.judge_register(v)
+                if rule:
+                    self.report(fr, rule, ("expr", line, 1, line), target, v, meth)
+                    break
+            return (V.NON,)
+        if meth in CONTAINER_MUTATORS:
+            vals: tuple = ()
+            for a in args_e:
+                vals = V.union(vals, self.eval(fr, a))
+            for _, v in kwargs_e:
+                vals = V.union(vals, self.eval(fr, v))
+            if func[1][0] == "n" and func[1][1] in fr.env:
+                cur = fr.env[func[1][1]]
+                fr.env[func[1][1]] = tuple(
+                    AV(V.CONTAINER, items=V.union(c.items, vals), value=c.value)
+                    if c.kind == V.CONTAINER
+                    else c
+                    for c in cur
+                )
+                return (V.NON,)
+            if func[1][0] == "a":
+                owner = self.eval(fr, func[1][1])
+                if any(o.kind in (V.MODULE, V.OBJ) for o in owner):
+                    cont = (AV(V.CONTAINER, items=vals, value="list"),)
+                    self.store_attr(
+                        fr,
+                        func[1][1],
+                        func[1][2],
+                        cont,
+                        ("expr", line, 1, line),
+                        f"{self.render(func[1])}",
+                        recv=owner,
+                        mutate=True,
+                    )
+                    return (V.NON,)
+            return None
+        if (
+            meth.endswith("_")
+            and not meth.startswith("_")
+            and any(b.kind in V.TENSORISH or b.kind == V.MATTR for b in recv)
+        ):
+            for a in args_e:
+                self.eval(fr, a)
+            return recv  # in-place: same storage
+        return None
+
+    def call_value(self, fr: Frame, c: AV, args, kwargs, line, e) -> tuple:  # noqa: C901
+        k = c.kind
+        if k == V.REF:
+            return self.call_external(fr, c.value, args, kwargs, line, e)
+        if k == V.FUNC:
+            mod, _, qn = c.value.partition(":")
+            return self.call_function(fr, mod, qn, args, kwargs, line, None)
+        if k == V.BOUND:
+            mod, _, qn = c.value.partition(":")
+            selfv = c.items[0]
+            building = fr.constructing if any(v.oid == fr.constructing for v in selfv) else 0
+            return self.call_function(fr, mod, qn, args, kwargs, line, selfv, constructing=building)
+        if k == V.CLS:
+            return self.construct(fr, c.cls, args, kwargs, line)
+        if k == V.CLSSET:
+            return self.construct_any(fr, c.cls, args, kwargs, line)
+        if k == V.TMETHOD:
+            return self.tensor_method(fr, c.items[0], c.value, args, line)
+        if k == V.CALLABLE:
+            return self.call_closure(fr, c, args, kwargs, line)
+        if k == V.MATTR:
+            if any(V.tensorish(a) for a in args):
+                return self._fresh(fr, line, f"unknown callee `{c.src}` assumed to allocate", "low")
+            return (V.UNK,)
+        return (V.UNK,)
+
+    def call_external(self, fr: Frame, q: str, args, kwargs, line, e) -> tuple:  # noqa: C901
+        if q in T.PARTIAL:
+            captures = tuple(("arg", a) for a in args[1:]) + tuple((kk, v) for kk, v in kwargs)
+            fn = args[0] if args else ()
+            return (
+                AV(
+                    V.CALLABLE,
+                    items=captures,
+                    value="partial",
+                    fn=("partial",) + tuple(v.key() for v in fn),
+                    trace=(TraceStep(fr.path, line, "functools.partial binds its arguments"),),
+                ),
+            )
+        resolved = self.index.resolve(q) if self.index.split_qualified(q) else None
+        if resolved is not None:
+            kind, mod, qn = resolved
+            if kind == "func":
+                return self.call_function(fr, mod, qn, args, kwargs, line, None)
+            if kind == "class":
+                return self.construct(fr, f"{mod}:{qn}", args, kwargs, line)
+        if q in TORCH_PARAMETER or q.endswith("nn.Parameter") or q == "Parameter":
+            inner = args[0] if args else ()
+            src = next((v.src for v in inner if v.kind in (V.REG, V.VIEW)), "")
+            fresh = [
+                v for v in inner if v.kind == V.FRESH or (v.kind == V.PARAM and v.value == "fresh")
+            ]
+            casts = [v for v in inner if v.kind == V.FRESH and v.value == "cast"]
+            conf = min((v.conf for v in inner), key=lambda c: V.CONF_ORDER[c], default="high")
+            tr = tuple(s for v in inner for s in v.trace)[:6]
+            if fresh and all(v.value == "empty" for v in fresh) and not src:
+                value = "empty"
+            elif fresh and len(casts) == len(fresh):
+                value = "cast"
+                src = casts[0].src
+            elif fresh:
+                value = "fresh"
+            elif src:
+                value = "alias"
+            else:
+                value = "unknown"
+                conf = "low"
+            return (
+                AV(
+                    V.PARAM,
+                    conf=conf,
+                    src=src,
+                    value=value,
+                    trace=tr + (TraceStep(fr.path, line, "wrapped in nn.Parameter"),),
+                ),
+            )
+        contract = self.contract_for(fr.path)
+        if contract.preserves(q):
+            return (V.NON,)
+        if T.is_custom_op(q):
+            return self._fresh(fr, line, f"custom op `{q}` returns a new tensor")
+        if T.is_torch_tensor_func(q):
+            first = args[0] if args else ()
+            if q in T.TORCH_VIEW_FUNCS and any(v.kind in (V.REG, V.VIEW) for v in first):
+                return tuple(AV(V.VIEW, src=v.src) for v in first if v.kind in (V.REG, V.VIEW))
+            src = ""
+            for a in args:
+                src = src or _derived_src(a)
+            if q.rsplit(".", 1)[-1] in ("empty", "zeros", "ones", "full") and _has_zero_dim(args):
+                return (
+                    AV(
+                        V.FRESH,
+                        value="empty",
+                        trace=(TraceStep(fr.path, line, f"`{q}` allocates a zero-element tensor"),),
+                    ),
+                )
+            return self._fresh(fr, line, f"`{q}` allocates a new tensor", src=src)
+        last = q.rsplit(".", 1)[-1]
+        if q in T.BUILTIN_SCALAR or last in T.BUILTIN_SCALAR:
+            return (V.SCAL,)
+        if any(V.tensorish(a) for a in args) or any(V.tensorish(v) for _, v in kwargs):
+            src = ""
+            for a in args:
+                src = src or _derived_src(a)
+            return self._fresh(
+                fr, line, f"unknown callee `{q}` assumed to return a new tensor", "low", src
+            )
+        return (V.UNK,)
+
+    def _closure(self, fr: Frame, f: dict, st) -> AV:
+        captures = tuple((n, fr.env[n]) for n in f["free"] if n in fr.env)
+        defaults = tuple((n, self.eval(fr, d)) for n, d in f["defaults"])
+        return AV(
+            V.CALLABLE,
+            items=captures + tuple(("default:" + n, v) for n, v in defaults),
+            fn=("def", fr.module, f["qn"]),
+            value="closure",
+            trace=(TraceStep(fr.path, st[1], f"nested function `{f['name']}`"),),
+        )
+
+    def call_closure(self, fr: Frame, c: AV, args, kwargs, line) -> tuple:
+        if not c.fn:
+            return (V.UNK,)
+        if c.fn[0] == "def":
+            _, mod, qn = c.fn
+            f = self.index.function(mod, qn)
+            if f is None:
+                return (V.UNK,)
+            env = {n: v for n, v in c.items if not n.startswith("default:")}
+            return self.call_function(fr, mod, qn, args, kwargs, line, None, closure_env=env)
+        if c.fn[0] == "lambda":
+            _, mod, params, body = c.fn
+            env = dict(c.items)
+            for p, a in zip(params, args, strict=False):
+                env[p] = a
+            sub = Frame(
+                module=mod,
+                path=fr.path,
+                func={**fr.func, "parent": fr.func["qn"]},
+                env={**fr.env, **env},
+                cls_key=fr.cls_key,
+                constructing=fr.constructing,
+                mode=fr.mode,
+                chain=fr.chain,
+                root=fr.root,
+            )
+            return self.eval(sub, body)
+        return (V.UNK,)
+
+    def call_function(  # noqa: C901
+        self,
+        fr: Frame,
+        mod: str,
+        qn: str,
+        args,
+        kwargs,
+        line,
+        selfv,
+        closure_env=None,
+        constructing: int = 0,
+    ) -> tuple:
+        f = self.index.function(mod, qn)
+        if f is None:
+            return (V.UNK,)
+        contract = self.contract_for(self.index.path_of(mod))
+        if contract.preserves(f"{mod}.{qn}"):
+            return (V.NON,)
+        if len(fr.chain) > MAX_DEPTH:
+            self._incomplete(
+                fr,
+                f"call depth limit ({MAX_DEPTH}) reached at {qn}; its body was not analysed "
+                "(its result is assumed to be a new tensor when it takes tensors)",
+            )
+            return (AV(V.FRESH, conf="low") if any(V.tensorish(a) for a in args) else V.UNK,)
+        params = list(f["params"])
+        env: dict = dict(closure_env or {})
+        # an unbound call `Class.method(obj, ...)` has no selfv: obj binds positionally
+        if selfv is not None and params and "staticmethod" not in f["decos"]:
+            env[params.pop(0)] = selfv
+        for p, a in zip(params, args, strict=False):
+            env[p] = a
+        kw = dict(kwargs)
+        for p in params:
+            if p in kw:
+                env[p] = kw[p]
+        for p, d in f["defaults"]:
+            if p not in env:
+                env[p] = self.eval(fr, d) if d[0] in ("k",) else (V.UNK,)
+        ann = dict(f["annotations"])
+        for p in params:
+            if p not in env:
+                env[p] = self._param_value(p, ann) if p in ann else (V.UNK,)
+            a = ann.get(p, "")
+            if a.startswith("type:") and all(v.kind in (V.UNKNOWN, V.NONE) for v in env[p]):
+                q = self.index.qualify(mod, a[5:])
+                r = self.index.resolve(q) if q else None
+                if r and r[0] == "class":
+                    env[p] = (AV(V.CLSSET, cls=f"{r[1]}:{r[2]}"),)
+        key = (
+            mod,
+            qn,
+            fr.mode,
+            constructing,
+            tuple(sorted((n, V.vals_key(v)) for n, v in env.items())),
+        )
+        if key in self.memo:
+            return self.memo[key]
+        if key in self.active:
+            return (V.UNK,)
+        self.active.add(key)
+        path = self.index.path_of(mod)
+        sub = Frame(
+            module=mod,
+            path=path,
+            func=f,
+            env=env,
+            cls_key=f"{mod}:{f['cls']}" if f["cls"] else None,
+            constructing=constructing,
+            mode=fr.mode,
+            chain=fr.chain + (TraceStep(fr.path, line, f"calls {qn}"),),
+            root=fr.root,
+        )
+        try:
+            self.exec_body(sub, f["body"])
+        finally:
+            self.active.discard(key)
+        ret: tuple = ()
+        for r in sub.returns:
+            ret = V.union(ret, tuple(_with_step(v, path, f) for v in r))
+        ret = ret or (V.NON,)
+        self.memo[key] = ret
+        return ret
+
+    def construct(self, fr: Frame, cls_key: str, args, kwargs, line) -> tuple:
+        if self.index.is_parameter_class(cls_key):
+            inner = args[0] if args else ()
+            src = next((v.src for v in inner if v.kind in (V.REG, V.VIEW)), "")
+            return (
+                AV(
+                    V.PARAM,
+                    src=src,
+                    trace=(
+                        TraceStep(
+                            fr.path, line, f"{cls_key.split(':')[1]}(...) is an nn.Parameter"
+                        ),
+                    ),
+                ),
+            )
+        is_module = self.index.is_module_class(cls_key)
+        memo_key = (
+            "ctor",
+            cls_key,
+            fr.mode,
+            tuple(V.vals_key(a) for a in args),
+            tuple((k, V.vals_key(v)) for k, v in kwargs),
+        )
+        if memo_key in self.memo:
+            return self.memo[memo_key]
+        oid = next(self.oids)
+        self.allocs[oid] = []
+        cname = cls_key.split(":", 1)[1]
+        self.constructed.setdefault(cls_key, TraceStep(fr.path, line, f"{cname} built here"))
+        obj = AV(V.MODULE if is_module else V.OBJ, cls=cls_key, oid=oid, src="self")
+        init = self.index.lookup_method(cls_key, "__init__")
+        if init is not None and memo_key not in self.active:
+            self.active.add(memo_key)
+            try:
+                self.call_function(
+                    fr, init[0], init[1], args, kwargs, line, (obj,), constructing=oid
+                )
+            finally:
+                self.active.discard(memo_key)
+        allocs = tuple(self.allocs.pop(oid, []))
+        trace = tuple(s for a in allocs for s in a.trace)
+        result = (
+            AV(
+                V.MODULE if is_module else V.OBJ,
+                cls=cls_key,
+                items=allocs,
+                trace=trace[:60],
+                src=f"{cname}(...)",
+                value="rebuilt",
+                # the object is as certain as its best-established allocation
+                conf=max((a.conf for a in allocs), key=lambda c: V.CONF_ORDER[c], default="high"),
+            ),
+        )
+        self.memo[memo_key] = result
+        return result
+
+    def construct_any(self, fr: Frame, base_key: str, args, kwargs, line) -> tuple:
+        """`experts_cls(...)` with `experts_cls: type[Base]`: any known subclass may be built."""
+        memo_key = ("ctor-any", base_key, fr.mode)
+        if memo_key not in self.memo:
+            self.memo[memo_key] = ((), [])
+            allocs: tuple = ()
+            trace: list = []
+            for sub in [base_key, *self.index.subclasses(base_key)][:200]:
+                for v in self.construct(fr, sub, args, kwargs, line):
+                    if v.items:
+                        allocs = allocs + tuple(v.items)
+                        trace.extend(v.trace)
+            self.memo[memo_key] = (allocs, trace)
+        allocs, trace = self.memo[memo_key]
+        base = base_key.split(":", 1)[1]
+        crec = self.index.class_record(base_key) or {"line": 0}
+        note = TraceStep(
+            self.index.path_of(base_key.split(":", 1)[0]),
+            crec["line"],
+            f"a `type[{base}]` parameter may build {base} or any subclass",
+        )
+        return (
+            AV(
+                V.OBJ,
+                cls=base_key,
+                items=allocs[:300],
+                trace=(note,) + tuple(trace[:300]),
+                src=f"{base}(...)",
+                value="rebuilt",
+                conf="medium",
+            ),
+        )

@@ -1,0 +1,358 @@
+"""Expressions: names, attributes (with held-object types and properties), builtins and
+tensor methods, evaluated to abstract values."""
+
+from __future__ import annotations
+
+from reload_lint.analysis import values as V
+from reload_lint.analysis.frame import (
+    Frame,
+    _conf_of,
+    _derived_src,
+    _line_of,
+)
+from reload_lint.analysis.values import AV
+from reload_lint.findings import TraceStep
+from reload_lint.index.extract import dotted
+from reload_lint.summaries import torchapi as T
+
+
+class ExprMixin:
+    """Mixed into Analyzer (analysis/interp.py); uses its state and the other rooms' methods."""
+
+    # ------------------------------------------------------------------ expressions
+    def render(self, e) -> str:
+        k = e[0]
+        if k == "n":
+            return e[1]
+        if k == "a":
+            return f"{self.render(e[1])}.{e[2]}"
+        if k == "s":
+            idx = e[2]
+            inner = self.render(idx) if idx[0] not in ("slice", "?") else "..."
+            return f"{self.render(e[1])}[{inner}]"
+        if k == "c":
+            return f"{self.render(e[1])}(...)"
+        if k == "k":
+            return repr(e[2]) if e[2] is not None else "<const>"
+        return "<expr>"
+
+    def _fresh(self, fr: Frame, st_or_line, note: str, conf: str = "high", src: str = "") -> tuple:
+        line = st_or_line if isinstance(st_or_line, int) else st_or_line[1]
+        return (AV(V.FRESH, conf=conf, trace=(TraceStep(fr.path, line, note),), src=src),)
+
+    def eval(self, fr: Frame, e, stmt=None) -> tuple:  # noqa: C901
+        k = e[0]
+        if k == "n":
+            return self.eval_name(fr, e[1])
+        if k == "a":
+            return self.eval_attr(fr, self.eval(fr, e[1]), e[2], e)
+        if k == "c":
+            return self.eval_call(fr, e)
+        if k == "k":
+            if e[1] == "str":
+                return (AV(V.STR, value=e[2]),) if e[2] is not None else (V.SCAL,)
+            if e[1] == "none":
+                return (V.NON,)
+            if e[2] == "None" or (e[1] == "other"):
+                return (V.NON,)
+            if e[1] == "int" and e[2] == "0":
+                return (AV(V.SCALAR, value="0"),)
+            return (V.SCAL,)
+        if k == "b":
+            left = self.eval(fr, e[2])
+            right = self.eval(fr, e[3])
+            if V.tensorish(left) or V.tensorish(right):
+                src = _derived_src(left) or _derived_src(right)
+                conf = _conf_of(left, right)
+                return self._fresh(
+                    fr, _line_of(e, fr), f"`{e[1]}` allocates a new tensor", conf, src
+                )
+            return (V.SCAL,)
+        if k == "u":
+            inner = self.eval(fr, e[2])
+            if V.tensorish(inner):
+                return self._fresh(
+                    fr, _line_of(e, fr), "unary op allocates", src=_derived_src(inner)
+                )
+            return (V.SCAL,)
+        if k == "s":
+            base = self.eval(fr, e[1])
+            out: tuple = ()
+            for b in base:
+                if b.kind in (V.REG, V.VIEW, V.PARAM):
+                    if e[2] == ("slice",):
+                        out = V.union(
+                            out,
+                            (AV(V.VIEW, conf=b.conf, trace=b.trace, src=b.src, value="slice"),),
+                        )
+                    else:
+                        out = V.union(
+                            out,
+                            self._fresh(fr, _line_of(e, fr), "advanced indexing copies", src=b.src),
+                        )
+                elif b.kind == V.FRESH:
+                    if e[2] == ("slice",):
+                        out = V.union(out, (b,))
+                    else:
+                        out = V.union(
+                            out, self._fresh(fr, _line_of(e, fr), "advanced indexing copies")
+                        )
+                elif b.kind == V.TUPLE:
+                    idx = e[2]
+                    if idx[0] == "k" and idx[1] == "int":
+                        try:
+                            i = int(idx[2])
+                            out = V.union(
+                                out, b.items[i] if -len(b.items) <= i < len(b.items) else ()
+                            )
+                        except ValueError:
+                            pass
+                    else:
+                        for g in b.items:
+                            out = V.union(out, g)
+                elif b.kind == V.CONTAINER:
+                    out = V.union(out, b.items)
+                elif b.kind == V.MODULE:
+                    out = V.union(out, (AV(V.MODULE, src=b.src + "[]"),))
+            return out or (V.UNK,)
+        if k == "t":
+            groups = tuple(self.eval(fr, it) for it in e[2])
+            if e[1] == "tuple":
+                return (AV(V.TUPLE, items=groups),)
+            flat: tuple = ()
+            for g in groups:
+                flat = V.union(flat, g)
+            return (AV(V.CONTAINER, items=flat, value=e[1]),)
+        if k == "d":
+            flat = ()
+            for _, val in e[1]:
+                flat = V.union(flat, self.eval(fr, val))
+            return (AV(V.CONTAINER, items=flat, value="dict"),)
+        if k == "l":
+            captures = tuple((n, fr.env[n]) for n in e[3] if n in fr.env)
+            return (
+                AV(
+                    V.CALLABLE,
+                    items=captures,
+                    fn=("lambda", fr.module, e[1], e[2]),
+                    value="lambda",
+                    trace=(TraceStep(fr.path, _line_of(e, fr), "lambda"),),
+                ),
+            )
+        if k == "if":
+            return V.union(self.eval(fr, e[1]), self.eval(fr, e[2]))
+        return (V.UNK,)
+
+    def eval_name(self, fr: Frame, name: str) -> tuple:
+        if name in fr.env:
+            return fr.env[name]
+        if name in ("True", "False"):
+            return (V.SCAL,)
+        if name == "None":
+            return (V.NON,)
+        rec = self.index.record(fr.module)
+        if rec is not None:
+            if name in rec["functions"]:
+                return (AV(V.FUNC, value=f"{fr.module}:{name}"),)
+            if name in rec["classes"]:
+                return (AV(V.CLS, cls=f"{fr.module}:{name}"),)
+            if name in rec["imports"]:
+                return (AV(V.REF, value=rec["imports"][name]),)
+            g = rec["globals"].get(name)
+            if g is not None and g[0] in ("n", "a"):
+                d = dotted(g)
+                if d and d != name:
+                    return (AV(V.REF, value=self.index.qualify_external(fr.module, d)),)
+        if fr.func.get("parent"):
+            return (V.UNK,)
+        return (AV(V.REF, value=name),)
+
+    def _resolve_ref(self, q: str) -> tuple:
+        r = self.index.resolve(q)
+        if r is None:
+            return (AV(V.REF, value=q),)
+        kind, mod, qn = r
+        if kind == "func":
+            f = self.index.function(mod, qn)
+            if f is not None and f["cls"] and "classmethod" in f["decos"]:
+                # Class.make(...): bind `cls` to the class named in the call, not the base
+                owner = self.index.resolve(q.rsplit(".", 1)[0])
+                if owner is not None and owner[0] == "class":
+                    cls_av = AV(V.CLS, cls=f"{owner[1]}:{owner[2]}")
+                    return (AV(V.BOUND, value=f"{mod}:{qn}", items=((cls_av,),)),)
+            return (AV(V.FUNC, value=f"{mod}:{qn}"),)
+        if kind == "class":
+            return (AV(V.CLS, cls=f"{mod}:{qn}"),)
+        return (AV(V.REF, value=mod),)
+
+    def attr_type(self, cls_key: str, attr: str) -> str | None:
+        """Class key of `self.<attr>` when the class's methods set it to `SomeClass(...)`.
+
+        Lets the analysis follow calls on objects a quant method or kernel holds
+        (`self.backend.prepare(layer)`) when the object was built once in __init__. Only the
+        callees of stores to this attribute are resolved (resolving is what parses modules).
+        """
+        key = (cls_key, attr)
+        if key in self._attr_types:
+            return self._attr_types[key]
+        self._attr_types[key] = None
+        found = None
+        for k in self.index.mro(cls_key):
+            crec = self.index.class_record(k)
+            if crec is None or found:
+                continue
+            mod = k.partition(":")[0]
+            for _name, mqn in sorted(crec["methods"].items()):
+                f = self.index.function(mod, mqn)
+                if f is None or not f["params"] or found:
+                    continue
+                me = f["params"][0]
+                for st in f["body"]:
+                    if st[0] != "assign" or st[5][0] != "c":
+                        continue
+                    if not any(t[0] == "a" and t[1] == ("n", me) and t[2] == attr for t in st[4]):
+                        continue
+                    d = dotted(st[5][1]) if st[5][1][0] in ("n", "a") else None
+                    if not d or not d.rsplit(".", 1)[-1][:1].isupper():
+                        continue  # classes are CamelCase: plain calls are not resolved
+                    q = self.index.qualify(mod, d)
+                    r = self.index.resolve(q) if q else None
+                    if r is not None and r[0] == "class":
+                        found = f"{r[1]}:{r[2]}"
+                        break
+        self._attr_types[key] = found
+        return found
+
+    def eval_attr(self, fr: Frame, base: tuple, attr: str, e) -> tuple:  # noqa: C901
+        out: tuple = ()
+        text = self.render(e)
+        stored = fr.heap.get(text)
+        for b in base:
+            k = b.kind
+            if k == V.REF:
+                q = f"{b.value}.{attr}"
+                if self.index.split_qualified(q) is not None:
+                    out = V.union(out, self._resolve_ref(q))
+                else:
+                    out = V.union(out, (AV(V.REF, value=q),))
+            elif k in (V.MODULE, V.OBJ):
+                m = self.index.lookup_method(b.cls, attr) if b.cls else None
+                mf = self.index.function(*m) if m is not None else None
+                if mf is not None and any(d.endswith("property") for d in mf["decos"]):
+                    got = self.call_function(fr, m[0], m[1], (), (), _line_of(e, fr), (b,))
+                    out = V.union(out, got)
+                elif m is not None:
+                    out = V.union(out, (AV(V.BOUND, value=f"{m[0]}:{m[1]}", items=((b,),)),))
+                elif (
+                    b.cls
+                    and attr not in self.registered_names()
+                    and (held := self.attr_type(b.cls, attr)) is not None
+                ):
+                    kind = V.MODULE if self.index.is_module_class(held) else V.OBJ
+                    out = V.union(out, (AV(kind, cls=held, src=f"{b.src}.{attr}"),))
+                elif k == V.MODULE:
+                    if attr in self.registered_names() or attr in self.buffer_names():
+                        out = V.union(out, (AV(V.REG, src=f"{b.src}.{attr}", value=attr),))
+                    else:
+                        out = V.union(out, (AV(V.MATTR, src=f"{b.src}.{attr}", value=attr),))
+                else:
+                    out = V.union(out, (V.UNK,))
+            elif k == V.CLS:
+                m = self.index.lookup_method(b.cls, attr)
+                if m is not None:
+                    out = V.union(out, (AV(V.BOUND, value=f"{m[0]}:{m[1]}", items=((b,),)),))
+                else:
+                    out = V.union(out, (V.UNK,))
+            elif k == V.SUPER:
+                m = self.index.lookup_method(b.cls, attr, after=b.value)
+                if m is not None:
+                    out = V.union(out, (AV(V.BOUND, value=f"{m[0]}:{m[1]}", items=(b.items[0],)),))
+            elif k in V.TENSORISH or k == V.MATTR:
+                if attr in ("values", "indices") and k == V.FRESH:
+                    out = V.union(out, (b,))  # torch.max(x, dim).values: still new storage
+                elif attr in T.VIEW_ATTRS:
+                    if k == V.FRESH:
+                        out = V.union(out, (b,))
+                    elif k == V.MATTR:
+                        out = V.union(out, (AV(V.VIEW, src=b.src, value=b.value),))
+                    else:
+                        out = V.union(out, (AV(V.VIEW, conf=b.conf, trace=b.trace, src=b.src),))
+                elif attr in T.SCALAR_ATTRS:
+                    out = V.union(out, (V.SCAL,))
+                elif k == V.MATTR:
+                    # `layer.quant_method.x`: an attribute of an object the layer holds
+                    out = V.union(out, (AV(V.MATTR, src=f"{b.src}.{attr}", value=attr),))
+                else:
+                    out = V.union(out, (AV(V.TMETHOD, value=attr, items=((b,),)),))
+        if stored is not None:
+            # a store earlier in this function (possibly in another branch): either may hold
+            return V.union(stored, out) if out else stored
+        return out or (V.UNK,)
+
+    def builtin_attr(self, fr: Frame, name: str, args_e, e) -> tuple:
+        if len(args_e) < 2:
+            return (V.UNK,)
+        recv_e, name_e = args_e[0], args_e[1]
+        names = self.eval(fr, name_e)
+        literal = next((n.value for n in names if n.kind == V.STR and n.value), None)
+        recv = self.eval(fr, recv_e)
+        if name == "setattr" and len(args_e) >= 3:
+            vals = self.eval(fr, args_e[2])
+            attr = literal or "<dynamic>"
+            st = ("assign", e[4], 1, e[4], (), None, None)
+            if name_e[0] == "k":
+                target = f"{self.render(recv_e)}.{attr}"
+            else:
+                # as written: one finding per store site, whatever name each caller passes
+                target = f"{self.render(recv_e)}.<{self.render(name_e)}>"
+            self.store_attr(fr, recv_e, attr, vals, st, target, recv=recv)
+            return (V.NON,)
+        if name == "delattr":
+            if literal and any(b.kind == V.MODULE for b in recv):
+                fr.root.deleted.add(literal)
+            return (V.NON,)
+        if name == "hasattr":
+            return (V.SCAL,)
+        # getattr
+        if literal:
+            return self.eval_attr(fr, recv, literal, ("a", recv_e, literal))
+        if any(b.kind == V.MODULE for b in recv):
+            return (AV(V.REG, src=f"{self.render(recv_e)}.<dynamic>", value="<dynamic>"),)
+        return (V.UNK,)
+
+    def tensor_method(self, fr: Frame, recv: tuple, name: str, args, line) -> tuple:
+        out: tuple = ()
+        for b in recv:
+            if name in T.SCALAR_METHODS:
+                out = V.union(out, (V.SCAL,))
+            elif name in T.VIEW_METHODS:
+                if b.kind == V.FRESH:
+                    out = V.union(out, (b,))
+                else:
+                    out = V.union(out, (AV(V.VIEW, conf=b.conf, trace=b.trace, src=b.src),))
+            elif name in T.VIEW_TUPLE_METHODS:
+                part = (b,) if b.kind == V.FRESH else (AV(V.VIEW, src=b.src),)
+                out = V.union(out, (AV(V.CONTAINER, items=part, value="list"),))
+            elif name.endswith("_") and not name.startswith("_"):
+                out = V.union(out, (b,))
+            else:
+                src = b.src
+                conf = b.conf
+                tr = b.trace if b.kind == V.FRESH else ()
+                # a dtype cast of a registered tensor: a no-op once the tensor already has
+                # that dtype (after the first post-load), see Contract.judge_store
+                cast = name in T.CAST_METHODS and b.kind in (V.REG, V.VIEW)
+                out = V.union(
+                    out,
+                    (
+                        AV(
+                            V.FRESH,
+                            conf=conf,
+                            src=src,
+                            value="cast" if cast else None,
+                            trace=tr
+                            + (TraceStep(fr.path, line, f"`.{name}()` returns a new tensor"),),
+                        ),
+                    ),
+                )
+        return out or (V.UNK,)

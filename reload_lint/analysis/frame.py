@@ -1,0 +1,134 @@
+"""Interpreter state shared by the analysis rooms: frames, per-root state, constants, and
+the small value/trace helpers the rooms share."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from reload_lint.analysis import values as V
+from reload_lint.analysis.values import AV
+from reload_lint.findings import TraceStep
+
+MAX_DEPTH = 24
+MODULE_PARAM_NAMES = {"layer", "module", "mod", "m", "model", "linear", "moe", "attn", "self_attn"}
+MODULE_ANNOT_HINTS = ("Module", "Layer", "FusedMoE", "Linear", "Attention", "MoE", "Embedding")
+CONTAINER_MUTATORS = {"append", "extend", "insert", "update", "setdefault", "add"}
+REGISTER = {"register_parameter", "register_buffer"}
+
+
+@dataclass
+class RootState:
+    root: str
+    deleted: set[str] = field(default_factory=set)
+    derived_findings: list[tuple[str, str]] = field(default_factory=list)  # (finding key, src)
+
+
+@dataclass
+class Frame:
+    module: str
+    path: str
+    func: dict
+    env: dict
+    cls_key: str | None
+    constructing: int
+    mode: str  # "post" | "lazy" | "apply"
+    chain: tuple
+    root: RootState
+    heap: dict = field(default_factory=dict)
+    blocks: dict = field(default_factory=dict)  # local name -> block path of its last binding
+    narrowed: list = field(default_factory=list)  # (name, value before an isinstance narrowing)
+    returns: list = field(default_factory=list)
+
+
+def _has_zero_dim(args) -> bool:
+    """A literal 0 in the shape: `torch.empty(0)`, `torch.zeros((e, 0))`."""
+    first = args[0] if args else ()
+    for v in first:
+        if v.kind == V.SCALAR and v.value == "0":
+            return True
+        if v.kind == V.TUPLE and any(
+            x.kind == V.SCALAR and x.value == "0" for group in v.items for x in group
+        ):
+            return True
+    return False
+
+
+def _super_start(selfv, cls_key):
+    for v in selfv:
+        if v.cls:
+            return v.cls
+    return cls_key
+
+
+def _with_step(v: AV, path: str, f: dict) -> AV:
+    if v.kind in (V.FRESH, V.PARAM) and v.trace:
+        step = TraceStep(path, f["line"], f"returned by {f['qn']}")
+        if step not in v.trace:
+            return AV(
+                v.kind,
+                conf=v.conf,
+                trace=v.trace + (step,),
+                cls=v.cls,
+                items=v.items,
+                src=v.src,
+                value=v.value,
+                fn=v.fn,
+                oid=v.oid,
+            )
+    return v
+
+
+def _derived_src(vals) -> str:
+    for v in vals:
+        if v.kind in (V.REG, V.VIEW) and v.src:
+            return v.src
+        if v.kind == V.FRESH and v.src:
+            return v.src
+    return ""
+
+
+def _conf_of(*groups) -> str:
+    conf = "high"
+    for g in groups:
+        for v in g:
+            if v.kind in V.TENSORISH:
+                conf = V.min_conf(conf, v.conf)
+    return conf
+
+
+def _line_of(e, fr: Frame) -> int:
+    # the nearest call line inside e, else the function's line
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, tuple) and x:
+            if x[0] == "c" and len(x) > 4 and isinstance(x[4], int):
+                return x[4]
+            stack.extend(y for y in x[1:] if isinstance(y, tuple))
+    return fr.func["line"]
+
+
+def _kept(v: AV) -> AV | None:
+    """The part of a value that, stored on an object, is graph-visible tensor state."""
+    if v.kind in (V.FRESH, V.PARAM, V.VIEW, V.REG):
+        return v
+    if v.kind == V.CALLABLE and any(V.tensorish(c) for _, c in v.items):
+        return v
+    if v.kind == V.CONTAINER and V.tensorish(v.items):
+        return v
+    if v.kind in (V.OBJ, V.MODULE) and v.value == "rebuilt" and v.items:
+        return v
+    return None
+
+
+def _describe(v: AV) -> str:
+    return {
+        V.FRESH: "a new tensor",
+        V.PARAM: "an nn.Parameter",
+        V.VIEW: "a view of a registered tensor",
+        V.REG: "a registered tensor",
+        V.CALLABLE: "a callable capturing tensors",
+        V.CONTAINER: "a container of tensors",
+        V.OBJ: f"a rebuilt {v.cls.split(':')[-1]} holding tensors",
+        V.MODULE: f"a rebuilt {v.cls.split(':')[-1]} holding tensors",
+    }.get(v.kind, "a value")

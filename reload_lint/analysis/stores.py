@@ -1,0 +1,203 @@
+"""Stores and judging: where a value is stored, which reload contract judges it, the
+finding it becomes, and the apply-time reads that make it graph-visible."""
+
+from __future__ import annotations
+
+from reload_lint.analysis import values as V
+from reload_lint.analysis.frame import (
+    Frame,
+    _describe,
+    _kept,
+)
+from reload_lint.analysis.values import AV
+from reload_lint.findings import Finding, TraceStep
+from reload_lint.rules import RULES
+
+
+class StoreMixin:
+    """Mixed into Analyzer (analysis/interp.py); uses its state and the other rooms' methods."""
+
+    # ------------------------------------------------------------------ registries
+    def registered_names(self) -> set[str]:
+        if self._registered is None:
+            regs: set[str] = set()
+            bufs: set[str] = set()
+            for rec in self.index.loaded_records():
+                regs.update(rec.get("registered", ()))
+                bufs.update(rec.get("buffers", ()))
+            self._registered, self._buffers = regs, bufs
+        return self._registered
+
+    def buffer_names(self) -> set[str]:
+        self.registered_names()
+        return self._buffers or set()
+
+    # ------------------------------------------------------------------ stores
+    def store_item(self, fr: Frame, tgt, vals, st) -> None:
+        base_e = tgt[1]
+        if base_e[0] == "n" and base_e[1] in fr.env:
+            cur = fr.env[base_e[1]]
+            fr.env[base_e[1]] = tuple(
+                AV(V.CONTAINER, items=V.union(c.items, vals), value=c.value)
+                if c.kind == V.CONTAINER
+                else c
+                for c in cur
+            )
+            return
+        if base_e[0] == "a":
+            held = self.eval(fr, base_e)
+            if any(h.kind in V.TENSORISH for h in held):
+                return  # `t[i] = v` writes into t's storage: in place
+            owner = self.eval(fr, base_e[1])
+            if any(o.kind in (V.MODULE, V.OBJ, V.MATTR) for o in owner):
+                cont = (AV(V.CONTAINER, items=vals, value="dict"),)
+                self.store_attr(
+                    fr, base_e[1], base_e[2], cont, st, self.render(tgt), recv=owner, mutate=True
+                )
+
+    def store_attr(  # noqa: C901
+        self, fr: Frame, base_e, attr: str, vals: tuple, st, target: str, recv=None, mutate=False
+    ) -> None:
+        if recv is None:
+            recv = self.eval(fr, base_e)
+        if not mutate:
+            fr.heap[target] = vals
+        contract = self.contract_for(fr.path)
+        for r in recv:
+            if r.kind in (V.OBJ, V.MODULE) and fr.constructing and r.oid == fr.constructing:
+                for v in vals:
+                    kept = _kept(v)
+                    if kept is not None:
+                        cname = r.cls.split(":", 1)[1]
+                        note = f"{cname} keeps {_describe(kept)} on self.{attr}"
+                        tr = kept.trace
+                        if tr and tr[-1].line == st[1] and tr[-1].path == fr.path:
+                            tr = tr[:-1] + (TraceStep(fr.path, st[1], f"{tr[-1].note}; {note}"),)
+                        else:
+                            tr = tr + (TraceStep(fr.path, st[1], note),)
+                        self.allocs[fr.constructing].append(
+                            AV(kept.kind, conf=kept.conf, trace=tr, src=kept.src)
+                        )
+                continue
+            if fr.mode == "post":
+                owner = {V.MODULE: "module", V.OBJ: "object", V.MATTR: "held"}.get(r.kind)
+                if attr == "data" and r.kind in (V.REG, V.VIEW, V.MATTR, V.PARAM, V.FRESH):
+                    owner = "data" if r.kind != V.FRESH else None
+                if owner is None:
+                    continue
+                for v in vals:
+                    verdict = contract.judge_store(owner, attr, v, self.buffer_names(), st, fr)
+                    if verdict:
+                        rule, why = verdict
+                        conf = v.conf if owner != "held" else V.lower(v.conf)
+                        key = self.report(fr, rule, st, target, v, why, conf=conf)
+                        if key and owner == "data" and r.src:
+                            # `param.data = ...` with `param = getattr(layer, name)`: the
+                            # graph reads the attribute param came from, not `param`
+                            self._read_attr.setdefault(key, r.src.rsplit(".", 1)[-1])
+                        src_attr = v.src.rsplit(".", 1)[-1] if v.src else ""
+                        if key and v.kind == V.FRESH and src_attr:
+                            fr.root.derived_findings.append((key, src_attr))
+                        break
+            elif fr.mode in ("lazy", "apply") and st[0] == "assign" and st[6]:
+                if r.kind not in (V.OBJ, V.MODULE):
+                    continue
+                for v in vals:
+                    if fr.mode == "lazy" and _kept(v) is not None and v.kind != V.REG:
+                        self.report(fr, "RL108", st, target, v, "allocated lazily on first forward")
+                        break
+                    if fr.mode == "apply" and v.kind == V.FRESH and v.src:
+                        self.report(fr, "RL201", st, target, v, f"derived from `{v.src}`")
+                        break
+
+    # ------------------------------------------------------------------ findings
+    def report(self, fr: Frame, rule: str, st, target: str, v: AV, why: str, conf=None) -> tuple:
+        key = (fr.path, st[1], rule, target)
+        if key in self.findings:
+            return key
+        root = fr.chain[0]
+        self._root_of[key] = (root.path, root.note.rsplit(" ", 1)[-1])
+        contract = self.contract_for(fr.path)
+        trace = list(v.trace)
+        if v.kind == V.CALLABLE:
+            for _name, cap in v.items:
+                for c in cap:
+                    trace.extend(c.trace)
+        elif v.kind == V.CONTAINER:
+            for c in v.items:
+                trace.extend(c.trace)
+        trace.append(TraceStep(fr.path, st[1], f"stored on `{target}` ({why})"))
+        for step in reversed(fr.chain[1:]):
+            trace.append(
+                TraceStep(step.path, step.line, f"reached from {step.note.replace('calls ', '')}")
+            )
+        trace.append(fr.chain[0])
+        dedup: list[TraceStep] = []
+        seen_lines: set[tuple[str, int]] = set()
+        for s in trace:
+            if (s.path, s.line) not in seen_lines:
+                seen_lines.add((s.path, s.line))
+                dedup.append(s)
+        rule_meta = RULES[rule]
+        self.findings[key] = Finding(
+            rule=rule,
+            path=fr.path,
+            line=st[1],
+            column=st[2] if len(st) > 2 else 1,
+            end_line=st[3] if len(st) > 3 else st[1],
+            symbol=fr.func["qn"],
+            target=target,
+            message=contract.message(rule, target, v, why),
+            severity=rule_meta.severity,
+            confidence=conf or v.conf,
+            trace=dedup[:160],
+            contract=contract.name,
+        )
+        return key
+
+    # ------------------------------------------------------------------ graph visibility
+    def add_graph_visibility(self) -> None:
+        readers: dict[str, list[tuple[str, str, dict]]] = {}
+        for rec in self.index.loaded_records():
+            mod = rec["module"]
+            for f in rec["functions"].values():
+                if self.is_apply(f["name"]):
+                    for attr, ln in f["reads"]:
+                        readers.setdefault(attr, []).append((mod, f["qn"], f, ln))
+        for key, fd in self.findings.items():
+            if fd.rule.startswith("RL9"):
+                continue
+            parts = fd.target.split("[", 1)[0].split(".")
+            while len(parts) > 1 and parts[-1] in ("data", "<dynamic>"):
+                parts.pop()
+            attr = self._read_attr.get(key) or parts[-1]
+            if attr.startswith("<"):
+                attr = ""
+            root_path, root_qn = self._root_of.get(key, ("", ""))
+            prefixes = {q.rsplit(".", 1)[0] + "." for q in (fd.symbol, root_qn) if q and "." in q}
+            best = None
+            for mod, qn, _f, ln in readers.get(attr, []):
+                path = self.index.path_of(mod)
+                # same class as the store or as its post-load root, then same file
+                score = 3 * any(qn.startswith(p) for p in prefixes)
+                score += path in (fd.path, root_path)
+                cand = (score, path, qn, ln)
+                if best is None or cand[0] > best[0] or (cand[0] == best[0] and cand < best):
+                    best = cand
+            if best is not None and best[0] > 0:
+                fd.trace.append(TraceStep(best[1], best[3], f"read at apply time in {best[2]}"))
+            elif best is not None:
+                # another class reads an attribute of this name on its apply path (often the
+                # rebuilt experts/kernel object this one hands the tensor to): weaker evidence
+                fd.trace.append(
+                    TraceStep(
+                        best[1],
+                        best[3],
+                        f"read at apply time in {best[2]} (matched by attribute name only)",
+                    )
+                )
+            elif fd.rule not in ("RL108", "RL201"):
+                fd.confidence = V.lower(fd.confidence)
+                fd.trace.append(
+                    TraceStep(fd.path, fd.line, "no apply-time read of this attribute found")
+                )
