@@ -14,10 +14,18 @@ from pathlib import Path
 from reload_lint import __version__
 from reload_lint.fsutil import atomic_write_text
 
-EVIDENCE_SCHEMA_VERSION = "1.0"
+EVIDENCE_SCHEMA_VERSION = "1.1"
 
-VERDICTS = ("red", "green", "inconclusive")
+#: red: a linked storage the captured graph reads moved or was freed (confirmed);
+#: green: the linked storages stayed put and the replay matched a cold load (not confirmed);
+#: unread: a linked storage moved or was freed, but the capture never read it;
+#: inconclusive: neither could be established (the reason says which piece is missing).
+VERDICTS = ("red", "green", "unread", "inconclusive")
 FAILURES = ("livelock", "illegal access", "stale read", "moved", "freed")
+#: replay: the real kernels ran under a captured CUDA graph and were replayed;
+#: census: the real Python ran (post-load, reload, forward) with stand-ins for ops this device
+#: lacks, so only the storage census counts, no replay.
+TIERS = ("replay", "census")
 
 
 @dataclass

@@ -3,284 +3,60 @@
 One row per component (the enclosing class, or the module for module-level helpers) and
 file: component | tensors | site path:line | pattern | likely failure | evidence | status.
 Rows are grouped by reload contract, then by area (the folder under the package). Evidence
-JSON from the confirmation runner (docs/worklist.md) turns "static only" into confirmed red,
-fixed green or inconclusive. The Markdown comes from templates/worklist.md.j2 (jinja2).
+JSON from the confirmation runner is attached per site (worklist_evidence.py, docs/worklist.md)
+and turns "static only" into confirmed red, fixed green, unread, inconclusive or unconfirmed.
+The Markdown comes from templates/worklist.md.j2 (jinja2).
 """
 
 from __future__ import annotations
 
-import json
-import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from reload_lint.errors import ReloadLintError
-from reload_lint.findings import Finding, normalize_target
+from reload_lint.confirm.evidence import FAILURES, TIERS, VERDICTS
+from reload_lint.findings import Finding
+from reload_lint.render.likely_failure import likely_failure
+from reload_lint.render.worklist_evidence import (
+    MATCH_KINDS,
+    Match,
+    Record,
+    SiteEvidence,
+    best,
+    component_of,
+    load_evidence,
+    merge_evidence,
+    short,
+)
 from reload_lint.rules import RULES
 
-VERDICTS = ("red", "green", "inconclusive")
-FAILURES = ("livelock", "illegal access", "stale read", "moved", "freed")
-STATUS_ORDER = ("confirmed red", "inconclusive", "static only", "not reproduced", "fixed green")
+__all__ = [
+    "STATUS_ORDER",
+    "area_of",
+    "component_of",
+    "likely_failure",
+    "load_evidence",
+    "merge_evidence",
+    "render_worklist",
+]
+
+# Row order: the worst first. "unconfirmed": only records of another site reached the finding
+# (via its trace) and none shows this component built that object.
+STATUS_ORDER = (
+    "confirmed red",
+    "unread",
+    "inconclusive",
+    "unconfirmed",
+    "static only",
+    "not reproduced",
+    "fixed green",
+)
+# Columns of the header's count table: the tier of the record that decides a finding's status.
+TIER_COLUMNS = (*TIERS, "none")
 
 _CONF = ("high", "medium", "low")
-_WORKSPACE_WORDS = ("workspace", "buf", "scratch", "lock", "counter", "semaphore")
 # Prefixes of paths that say nothing about the area (the package and its layer root).
 _AREA_PREFIXES = ("model_executor/layers/", "model_executor/")
-
-
-@dataclass(frozen=True)
-class Record:
-    """One runtime record: a site on one side of its fix (`fixed` true: the fixed side).
-
-    `path`, `line`, `symbol` and `target` are the site the runner confirmed (copied from the
-    finding it was given); they let a record find its finding when the fingerprint drifted.
-    """
-
-    verdict: str
-    failure: str = ""
-    reason: str = ""
-    fixed: bool = False
-    fingerprint: str = ""
-    path: str = ""
-    line: int = 0
-    symbol: str = ""
-    target: str = ""
-    fix: str = ""
-
-    @property
-    def site(self) -> str:
-        """`Symbol` `target` (or the fingerprint when the record names no site)."""
-        parts = [f"`{x}`" for x in (self.symbol, self.target) if x]
-        return " ".join(parts) or f"`{self.fingerprint}`"
-
-
-# How a record reached a finding, best first: its fingerprint, the same stored target in the
-# same file (and function), or an allocation step of the finding's trace (docs/worklist.md).
-MATCH_KINDS = ("fingerprint", "target", "trace")
-_VERDICT_RANK = {"red": 0, "green": 1, "inconclusive": 2}
-
-
-@dataclass(frozen=True)
-class Match:
-    record: Record
-    via: str  # one of MATCH_KINDS
-
-
-def _best(matches: list[Match]) -> Match | None:
-    """The most decisive record (red, then green, then inconclusive); ties: the closer match."""
-    if not matches:
-        return None
-    return min(matches, key=lambda m: (_VERDICT_RANK[m.record.verdict], MATCH_KINDS.index(m.via)))
-
-
-@dataclass
-class Evidence:
-    """The runtime records attached to one finding: the bug side and the fixed side."""
-
-    matches: list[Match] = field(default_factory=list)
-
-    @property
-    def bug(self) -> Record | None:
-        m = _best([m for m in self.matches if not m.record.fixed])
-        return m.record if m else None
-
-    @property
-    def fix(self) -> Record | None:
-        m = _best([m for m in self.matches if m.record.fixed])
-        return m.record if m else None
-
-    @property
-    def via(self) -> str:
-        """The closest way any record reached this finding."""
-        return min((m.via for m in self.matches), key=MATCH_KINDS.index, default="")
-
-    @property
-    def status(self) -> str:
-        if self.fix is not None and self.fix.verdict == "green":
-            return "fixed green"
-        if (self.fix is not None and self.fix.verdict == "red") or (
-            self.bug is not None and self.bug.verdict == "red"
-        ):
-            return "confirmed red"
-        if self.bug is not None and self.bug.verdict == "green":
-            return "not reproduced"
-        return "inconclusive"
-
-    @property
-    def failure(self) -> str:
-        for r in (self.bug, self.fix):
-            if r is not None and r.verdict == "red" and r.failure:
-                return r.failure
-        return ""
-
-
-def _records(doc) -> list:
-    if isinstance(doc, list):
-        return doc
-    if isinstance(doc, dict):
-        for key in ("evidence", "records", "results"):
-            if isinstance(doc.get(key), list):
-                return doc[key]
-    raise ValueError("expected a list of records or an object with an `evidence` list")
-
-
-def _text(r: dict, key: str) -> str:
-    v = r.get(key)
-    return " ".join(v.split()) if isinstance(v, str) else ""
-
-
-def load_evidence(path: Path) -> list[Record]:
-    """Runtime records, in file order; a bad file is one line, exit 2."""
-    path = Path(path)
-    try:
-        doc = json.loads(path.read_bytes().decode("utf-8"))
-    except FileNotFoundError:
-        raise ReloadLintError(f"{path}: evidence file not found") from None
-    except OSError as exc:
-        raise ReloadLintError(f"{path}: cannot read evidence: {exc.strerror or exc}") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ReloadLintError(
-            f"{path}: corrupt evidence JSON: {str(exc).splitlines()[0]}"
-        ) from None
-    try:
-        records = _records(doc)
-    except ValueError as exc:
-        raise ReloadLintError(f"{path}: corrupt evidence: {exc}") from None
-    out: list[Record] = []
-    for i, r in enumerate(records, 1):
-        where = f"{path}: record {i}"
-        if not isinstance(r, dict):
-            raise ReloadLintError(f"{where} is not an object")
-        fp = r.get("fingerprint")
-        if not isinstance(fp, str) or not fp:
-            raise ReloadLintError(f"{where} has no `fingerprint`")
-        verdict = r.get("verdict")
-        if verdict not in VERDICTS:
-            raise ReloadLintError(
-                f"{where}: `verdict` must be one of {', '.join(VERDICTS)}, not {verdict!r}"
-            )
-        failure = r.get("failure") or ""
-        reason = r.get("reason") or ""
-        if not isinstance(failure, str) or not isinstance(reason, str):
-            raise ReloadLintError(f"{where}: `failure` and `reason` must be strings")
-        line = r.get("line")
-        out.append(
-            Record(
-                verdict,
-                failure.strip(),
-                " ".join(reason.split()),
-                bool(r.get("fixed")),
-                fingerprint=fp,
-                path=_text(r, "path"),
-                line=line if isinstance(line, int) and not isinstance(line, bool) else 0,
-                symbol=_text(r, "symbol"),
-                target=_text(r, "target"),
-                fix=_text(r, "fix") if r.get("fixed") else "",
-            )
-        )
-    return out
-
-
-# A trace step that creates or keeps a tensor (the engine's wording), as opposed to the store,
-# root, read or call steps: only these can stand for a constructor-level runtime site.
-_ALLOC_NOTE = re.compile(r"allocates|new tensor|keeps a|returns a new|stored on", re.I)
-
-
-def _names_target(note: str, target: str) -> bool:
-    """Does a trace note name the record's target (`self.<attr>`, or the target as written)?"""
-    leaf = target.rsplit(".", 1)[-1]
-    names = {target, f"self.{leaf}"} if leaf else {target}
-    return any(re.search(rf"(?<![\w.]){re.escape(n)}(?!\w)", note) for n in names if n)
-
-
-def merge_evidence(
-    findings: list[Finding], records: list[Record]
-) -> tuple[list[Evidence | None], list[Record]]:
-    """Attach each runtime record to the findings it is evidence for.
-
-    Per record, the first level that matches anything wins:
-
-    1. direct: the finding with the record's fingerprint, plus the findings that store the
-       record's target in the record's file (in the record's function when one of them is:
-       a drifted occurrence index or rule leaves path, symbol and target unchanged);
-    2. via trace, same line: an allocation step of a finding's trace at the record's path and
-       line (a constructor store reported on the statement that rebuilds the object, RL105);
-    3. via trace, by name: an allocation step in the record's file whose note names
-       `self.<attr>` of the record's target (the lines moved).
-
-    Returns one `Evidence` (or None) per finding, in order, and the records that matched
-    nothing (listed in the worklist, never dropped).
-    """
-    out: list[Evidence | None] = [None] * len(findings)
-    unmatched: list[Record] = []
-
-    def attach(idx: list[int], rec: Record, via: str) -> None:
-        for i in idx:
-            ev = out[i]
-            if ev is None:
-                ev = out[i] = Evidence()
-            ev.matches.append(Match(rec, via))
-
-    by_fp: dict[str, list[int]] = {}
-    for i, f in enumerate(findings):
-        by_fp.setdefault(f.fingerprint, []).append(i)
-    for rec in records:
-        direct = {i: "fingerprint" for i in by_fp.get(rec.fingerprint, [])}
-        if rec.path and rec.target:
-            want = normalize_target(rec.target)
-            same = [
-                i
-                for i, f in enumerate(findings)
-                if f.path == rec.path and normalize_target(f.target) == want
-            ]
-            in_symbol = [i for i in same if findings[i].symbol == rec.symbol]
-            for i in in_symbol or same:
-                direct.setdefault(i, "target")
-        if direct:
-            for i, via in direct.items():
-                attach([i], rec, via)
-            continue
-        hits: list[int] = []
-        if rec.path:
-            steps = [
-                (i, s)
-                for i, f in enumerate(findings)
-                for s in f.trace
-                if s.path == rec.path and _ALLOC_NOTE.search(s.note)
-            ]
-            hits = [i for i, s in steps if rec.line and s.line == rec.line]
-            if not hits and rec.target:
-                hits = [i for i, s in steps if _names_target(s.note, rec.target)]
-        if hits:
-            attach(sorted(set(hits)), rec, "trace")
-        else:
-            unmatched.append(rec)
-    return out, unmatched
-
-
-def likely_failure(f: Finding) -> str:
-    """What a captured graph does once this storage moves (a heuristic; evidence overrides).
-
-    Kernel workspaces hold locks/counters: reclaimed memory spins forever (Marlin, #48438).
-    Storage still referenced elsewhere (a partial, a retained object) or a derived copy that is
-    never refreshed yields stale reads (Machete act_perm). Storage whose last reference was the
-    rebound attribute is freed: the graph reads reclaimed memory (illegal access or garbage).
-    """
-    leaf = f.target.rsplit(".", 1)[-1].lower()
-    if any(w in leaf for w in _WORKSPACE_WORDS):
-        return "livelock"
-    if f.rule in ("RL103", "RL107") or f.rule.startswith("RL2"):
-        return "stale read"
-    return "illegal access"
-
-
-def component_of(f: Finding) -> str:
-    head = f.symbol.split(".", 1)[0] if f.symbol else ""
-    if head and head[0].isupper():
-        return head
-    stem = f.path.rsplit("/", 1)[-1]
-    return stem[:-3] if stem.endswith(".py") else stem
 
 
 def area_of(path: str) -> str:
@@ -294,12 +70,24 @@ def area_of(path: str) -> str:
     return rel or (parts[0] if len(parts) > 1 else "(top level)")
 
 
+def _finding_status(ev: SiteEvidence | None) -> str:
+    return ev.status if ev is not None else "static only"
+
+
+def _finding_failure(f: Finding, ev: SiteEvidence | None) -> str:
+    """The runtime failure of a proven red record; else the static guess, refined by the
+    dtype a proven record's census saw."""
+    if ev is not None and ev.failure:
+        return ev.failure
+    return likely_failure(f, ev.dtype if ev is not None else "")
+
+
 @dataclass
 class Row:
     component: str
     path: str
     findings: list[Finding] = field(default_factory=list)
-    evidence: list[Evidence | None] = field(default_factory=list)
+    evidence: list[SiteEvidence | None] = field(default_factory=list)
 
     @property
     def tensors(self) -> list[str]:
@@ -317,14 +105,13 @@ class Row:
 
     @property
     def failures(self) -> list[str]:
-        out = []
-        for f, ev in zip(self.findings, self.evidence, strict=True):
-            out.append(ev.failure if ev is not None and ev.failure else likely_failure(f))
-        return sorted(set(out), key=lambda s: (FAILURES.index(s) if s in FAILURES else 9, s))
+        out = {_finding_failure(f, ev) for f, ev in zip(self.findings, self.evidence, strict=True)}
+        out.discard("")
+        return sorted(out, key=lambda s: (FAILURES.index(s) if s in FAILURES else 9, s))
 
     @property
     def statuses(self) -> list[str]:
-        return [ev.status if ev is not None else "static only" for ev in self.evidence]
+        return [_finding_status(ev) for ev in self.evidence]
 
     @property
     def status(self) -> str:
@@ -340,46 +127,73 @@ class Row:
 
     @property
     def matches(self) -> list[Match]:
-        """Every record attached to the row, once, with the closest way it reached the row."""
-        best: dict[int, Match] = {}
+        """Every record attached to the row, once, with the closest (proven first) way it
+        reached the row."""
+        top: dict[int, Match] = {}
         for ev in self.evidence:
             for m in ev.matches if ev is not None else ():
-                prev = best.get(id(m.record))
-                if prev is None or MATCH_KINDS.index(m.via) < MATCH_KINDS.index(prev.via):
-                    best[id(m.record)] = m
-        return list(best.values())
+                prev = top.get(id(m.record))
+                if prev is None or _match_order(m) < _match_order(prev):
+                    top[id(m.record)] = m
+        return list(top.values())
 
     @property
     def evidence_text(self) -> str:
         matches = self.matches
-        if matches:
-            parts = []
-            for fixed in (False, True):
-                side = [m for m in matches if m.record.fixed == fixed]
-                if side:
-                    parts.append(_side_text(side, fixed))
+        proven = [m for m in matches if m.proven]
+        unproven = [m for m in matches if not m.proven]
+        parts = []
+        for fixed in (False, True):
+            side = [m for m in proven if m.record.fixed == fixed]
+            if side:
+                parts.append(_side_text(side, fixed))
+        if unproven:
+            parts.append(_unconfirmed_text(unproven, self.component))
+        if parts:
             return "; ".join(parts)
         conf = Counter(f.confidence for f in self.findings)
-        best = min(conf, key=lambda c: _CONF.index(c) if c in _CONF else len(_CONF))
+        top = min(conf, key=lambda c: _CONF.index(c) if c in _CONF else len(_CONF))
         reads = [s for f in self.findings for s in f.trace if "read" in s.note.lower()]
-        text = f"static, {best} confidence"
+        text = f"static, {top} confidence"
         if reads:
             r = reads[0]
             text += f"; read at {r.path.rsplit('/', 1)[-1]}:{r.line}"
         return text
 
 
+def _match_order(m: Match) -> tuple[bool, int]:
+    return (not m.proven, MATCH_KINDS.index(m.via))
+
+
+def _tier_text(r: Record) -> str:
+    """`replay`, `census, stand-ins: a, b`, or '' for a record without a tier."""
+    if not r.tier:
+        return ""
+    if r.standins:
+        return f"{r.tier}, stand-ins: " + ", ".join(f"`{x}`" for x in r.standins)
+    return r.tier
+
+
 def _side_text(side: list[Match], fixed: bool) -> str:
     """One side of a row's evidence: the most decisive record's verdict and reason.
 
-    On the bug side `via trace` names the runtime site the record ran on (a constructor
-    store the finding's trace reaches); the row's other records are counted by verdict.
+    Labels say how the record reached the row: `via target` (same stored target, another
+    fingerprint) or `via trace (<Component> built <Class>)` (a constructor store in the
+    finding's trace, and the record shows this component built that class). The row's other
+    records of the side are counted by verdict.
     """
-    top = _best(side)
+    top = best(side)
     assert top is not None
     r = top.record
     text = ("fixed side " if fixed else "") + r.verdict
-    if top.via != "fingerprint":
+    about = [b for b in (_tier_text(r), f"backend `{short(r.backend)}`" if r.backend else "") if b]
+    if about:
+        text += " (" + "; ".join(about) + ")"
+    if top.via == "trace":
+        text += f" via trace (`{short(r.component)}` built `{top.proof}`)"
+        if not fixed:
+            text += f" from {r.site}"
+    elif top.via != "fingerprint":
         text += f" via {top.via}" + ("" if fixed else f" from {r.site}")
     if r.reason:
         text += f": {r.reason}"
@@ -399,6 +213,20 @@ def _side_text(side: list[Match], fixed: bool) -> str:
     return text
 
 
+def _unconfirmed_text(unproven: list[Match], component: str) -> str:
+    """Records that reached the row only through a trace step, without proof: name the sites
+    they ran on and why they do not count, never their verdicts."""
+    sites = list(dict.fromkeys(m.record.site for m in unproven if not m.record.fixed))
+    sites = sites or list(dict.fromkeys(m.record.site for m in unproven))
+    ran_for = sorted({short(m.record.component) for m in unproven if m.record.component})
+    who = "run for " + ", ".join(f"`{c}`" for c in ran_for) if ran_for else "naming no component"
+    return (
+        f"unconfirmed: the trace reaches {', '.join(sites)}; "
+        f"{len(unproven)} runtime record(s) there, {who}, none showing `{component}` "
+        "built that object"
+    )
+
+
 @dataclass
 class Group:
     area: str
@@ -411,7 +239,7 @@ class Section:
     groups: list[Group]
 
 
-def build_rows(findings: list[Finding], evidence: list[Evidence | None]) -> list[Row]:
+def build_rows(findings: list[Finding], evidence: list[SiteEvidence | None]) -> list[Row]:
     """Rows per (file, component); `evidence` is parallel to `findings` (merge_evidence)."""
     rows: dict[tuple[str, str], Row] = {}
     order = sorted(range(len(findings)), key=lambda i: findings[i].sort_key())
@@ -426,7 +254,7 @@ def build_rows(findings: list[Finding], evidence: list[Evidence | None]) -> list
     return list(rows.values())
 
 
-def build_sections(findings: list[Finding], evidence: list[Evidence | None]) -> list[Section]:
+def build_sections(findings: list[Finding], evidence: list[SiteEvidence | None]) -> list[Section]:
     by_contract: dict[str, list[int]] = {}
     for i, f in enumerate(findings):
         by_contract.setdefault(f.contract or "unspecified", []).append(i)
@@ -491,9 +319,14 @@ def render_worklist(
     attached, unmatched = merge_evidence(live, records)
     sections = build_sections(live, attached)
     rows = [r for s in sections for g in s.groups for r in g.rows]
-    status_counts = Counter(st for r in rows for st in r.statuses)
-    used = {id(m.record): m.via for ev in attached if ev for m in ev.matches}
-    direct = {k for k, via in used.items() if via != "trace"}
+    # Per record: the closest way it reached any finding (direct, proven trace, unproven trace).
+    reach: dict[int, tuple[bool, int]] = {}
+    for ev in attached:
+        for m in ev.matches if ev is not None else ():
+            order = _match_order(m)
+            reach[id(m.record)] = min(reach.get(id(m.record), order), order)
+    n_direct = sum(1 for unproven, via in reach.values() if not unproven and via < 2)
+    n_proven_trace = sum(1 for unproven, via in reach.values() if not unproven and via == 2)
     with_ev = [ev for ev in attached if ev is not None]
     ctx = {
         "title": title,
@@ -503,13 +336,33 @@ def render_worklist(
         "n_rows": len(rows),
         "by_rule": sorted(Counter(f.rule for f in live).items()),
         "rule_names": {c: r.name for c, r in RULES.items()},
-        "statuses": [(s, status_counts[s]) for s in STATUS_ORDER if status_counts[s]],
+        "tiers": TIER_COLUMNS,
+        "counts": count_table(attached),
         "n_evidence": len(records),
-        "n_evidence_direct": len(direct),
-        "n_evidence_trace": len(used) - len(direct),
-        "n_findings_direct": sum(1 for ev in with_ev if ev.via != "trace"),
+        "n_evidence_direct": n_direct,
+        "n_evidence_trace": n_proven_trace,
+        "n_evidence_unproven": len(reach) - n_direct - n_proven_trace,
+        "n_findings_direct": sum(1 for ev in with_ev if ev.via in ("fingerprint", "target")),
         "n_findings_trace": sum(1 for ev in with_ev if ev.via == "trace"),
+        "n_findings_unconfirmed": sum(1 for ev in with_ev if ev.status == "unconfirmed"),
         "unmatched": sorted(unmatched, key=lambda r: (r.path, r.line, r.target, r.fixed)),
         "accepted": sorted(accepted or [], key=Finding.sort_key),
     }
     return _env().get_template("worklist.md.j2").render(**ctx)
+
+
+def count_table(attached: list[SiteEvidence | None]) -> list[tuple[str, list[int], int]]:
+    """Findings per status (rows, STATUS_ORDER, then "all") and per tier of the deciding record
+    (columns, TIER_COLUMNS): [(status, [count per tier], total), ...]."""
+    cells: Counter = Counter()
+    for ev in attached:
+        status = _finding_status(ev)
+        tier = ev.tier if ev is not None and ev.tier in TIERS else "none"
+        cells[(status, tier)] += 1
+    table = []
+    for status in STATUS_ORDER:
+        per = [cells[(status, t)] for t in TIER_COLUMNS]
+        table.append((status, per, sum(per)))
+    per = [sum(cells[(s, t)] for s in STATUS_ORDER) for t in TIER_COLUMNS]
+    table.append(("all", per, sum(per)))
+    return table

@@ -1,9 +1,11 @@
-"""The worklist: RFC-table rows grouped by contract and area, evidence merged by fingerprint,
-stored target or trace."""
+"""The worklist: RFC-table rows grouped by contract and area; runtime evidence attached only to
+the site it ran on (fingerprint, stored target, or a trace step the record shows this component
+built); header counts per status and tier; the likely failure from rule, tensor kind and family."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from _gate_util import FakeEngine, finding, fingerprinted
@@ -11,26 +13,52 @@ from _gate_util import FakeEngine, finding, fingerprinted
 from reload_lint.cli import main
 from reload_lint.errors import ReloadLintError
 from reload_lint.findings import TraceStep
+from reload_lint.render.likely_failure import family_of, likely_failure
 from reload_lint.render.worklist import (
+    STATUS_ORDER,
     area_of,
     component_of,
-    likely_failure,
     load_evidence,
     merge_evidence,
     render_worklist,
 )
 
+ROOT = Path(__file__).resolve().parents[2]
 MARLIN = "vllm/model_executor/kernels/linear/mixed_precision/marlin.py"
 MACHETE = "vllm/model_executor/kernels/linear/mixed_precision/machete.py"
 UTILS = "vllm/model_executor/layers/quantization/utils/marlin_utils_fp8.py"
+MARLIN_UTILS = "vllm/model_executor/layers/quantization/utils/marlin_utils.py"
+
+
+def _zeros_workspace(path, line, target):
+    """The engine's trace of a Marlin workspace: `torch.zeros` in marlin_utils, stored here."""
+    return [
+        TraceStep(MARLIN_UTILS, 405, "`torch.zeros` allocates a new tensor"),
+        TraceStep(MARLIN_UTILS, 399, "returned by marlin_make_workspace_new"),
+        TraceStep(path, line, f"stored on `{target}` (plain tensor attribute, not registered)"),
+        TraceStep(path, line + 100, "read at apply time in X.apply_weights"),
+    ]
 
 
 def _findings():
     return fingerprinted(
         [
-            finding(MARLIN, 120, target="layer.workspace", symbol="MarlinLinearKernel.pwal"),
             finding(
-                MARLIN, 131, target="layer.g_idx_sort_indices", symbol="MarlinLinearKernel.pwal"
+                MARLIN,
+                120,
+                target="layer.workspace",
+                symbol="MarlinLinearKernel.pwal",
+                trace=_zeros_workspace(MARLIN, 120, "layer.workspace"),
+            ),
+            finding(
+                MARLIN,
+                131,
+                target="layer.g_idx_sort_indices",
+                symbol="MarlinLinearKernel.pwal",
+                trace=[
+                    TraceStep(MARLIN_UTILS, 430, "`torch.argsort` allocates a new tensor"),
+                    TraceStep(MARLIN, 131, "stored on `layer.g_idx_sort_indices`"),
+                ],
             ),
             finding(
                 MACHETE,
@@ -39,21 +67,44 @@ def _findings():
                 target="self.act_perm",
                 symbol="MacheteLinearKernel.process_weights_after_loading",
                 trace=[
-                    TraceStep(MACHETE, 75, "allocated by torch.argsort"),
+                    TraceStep(MACHETE, 75, "`torch.argsort` allocates a new tensor"),
                     TraceStep(MACHETE, 83, "captured by functools.partial"),
                     TraceStep(MACHETE, 120, "read at apply_weights"),
                 ],
             ),
-            finding(UTILS, 135, target="layer.workspace", symbol="prepare_fp8_layer_for_marlin"),
+            finding(
+                UTILS,
+                135,
+                target="layer.workspace",
+                symbol="prepare_fp8_layer_for_marlin",
+                trace=_zeros_workspace(UTILS, 135, "layer.workspace"),
+            ),
             finding("sglang/srt/x.py", 5, contract="inplace-only", rule="RL109", symbol="A.f"),
         ]
     )
 
 
-def _evidence(tmp_path, records):
-    p = tmp_path / "ev.json"
-    p.write_text(json.dumps({"schema_version": "1.0", "evidence": records}))
+def _evidence(tmp_path, records, name="ev.json"):
+    p = tmp_path / name
+    p.write_text(json.dumps({"schema_version": "1.1", "evidence": records}))
     return p
+
+
+def _row(md, component):
+    return next(ln for ln in md.splitlines() if ln.startswith(f"| {component} "))
+
+
+def _cells(row):
+    return [c.strip() for c in row.strip().strip("|").split(" | ")]
+
+
+def _counts(md):
+    """The header's status x tier table: {status: (replay, census, none, all)}."""
+    out = {}
+    for ln in md.split("| Status | replay", 1)[1].split("\n\n", 1)[0].splitlines()[2:]:
+        cells = _cells(ln)
+        out[cells[0].strip("*")] = tuple(int(c) for c in cells[1:])
+    return out
 
 
 def test_helpers():
@@ -66,9 +117,76 @@ def test_helpers():
     assert area_of(MARLIN) == "kernels/linear/mixed_precision"
     assert area_of(UTILS) == "quantization/utils"
     assert area_of("pkg/k.py") == "pkg"
-    assert likely_failure(finding(target="layer.workspace")) == "livelock"
-    assert likely_failure(finding(target="self.act_perm", rule="RL103")) == "stale read"
-    assert likely_failure(finding(target="layer.g_idx_sort_indices")) == "illegal access"
+    assert family_of(UTILS) == "marlin"
+    assert family_of("vllm/x/flashinfer_cutlass_moe.py") == "flashinfer"
+    assert family_of("vllm/x/cutlass_moe.py") == "cutlass"
+    assert family_of("vllm/x/fp8.py") == ""
+
+
+# --- likely failure: rule, tensor kind, kernel family, dtype; never the attribute's name ------
+
+
+def _made_by(op, path="pkg/kern.py", *, target="layer.t", rule="RL101", more=()):
+    steps = [TraceStep(path, 3, f"`{op}` allocates a new tensor")]
+    steps += [TraceStep(path, 4, f"`{m}` returns a new tensor") for m in more]
+    steps.append(TraceStep(path, 10, f"stored on `{target}`"))
+    return finding(path, 10, rule=rule, target=target, trace=steps)
+
+
+@pytest.mark.parametrize(
+    "f, dtype, expected",
+    [
+        # The name says nothing: a "buffer" made by argsort is an index, a "perm" from zeros in
+        # a non-Marlin file has no known failure.
+        (_made_by("torch.argsort", target="layer.scratch_buf"), "", "illegal access"),
+        (_made_by("torch.zeros", target="layer.perm_workspace_lock"), "", ""),
+        # Zero-initialised storage read by a Marlin kernel: its lock counters -> livelock,
+        # unless the census says the storage is floating point.
+        (_made_by("torch.zeros", "vllm/q/marlin_utils.py"), "", "livelock"),
+        (_made_by("torch.zeros", "vllm/q/marlin_utils.py"), "int32", "livelock"),
+        (_made_by("torch.zeros", "vllm/q/marlin_utils.py"), "float16", "stale read"),
+        # Constants: integer (CUTLASS strides) -> illegal access, else values -> stale read.
+        (_made_by("torch.full", "vllm/e/cutlass_moe.py"), "", "illegal access"),
+        (_made_by("torch.full", "vllm/e/flashinfer_cutlass_moe.py"), "", "stale read"),
+        (_made_by("torch.full", "pkg/kern.py"), "torch.int64", "illegal access"),
+        (_made_by("torch.ones", "pkg/kern.py"), "", "stale read"),
+        # Arithmetic through kind-keeping ops -> a value; kind-keeping ops alone -> unknown.
+        (_made_by("*", more=(".clamp()", ".to()")), "", "stale read"),
+        (_made_by("torch.argsort", more=(".to()", ".contiguous()")), "", "illegal access"),
+        (_made_by(".to()"), "", ""),
+        (_made_by(".to()"), "bfloat16", "stale read"),
+        # The rule decides when the old storage stays alive.
+        (_made_by("torch.argsort", rule="RL103"), "", "stale read"),
+        (_made_by("torch.zeros", rule="RL202"), "", "stale read"),
+    ],
+)
+def test_likely_failure_from_rule_kind_family_and_dtype(f, dtype, expected):
+    assert likely_failure(f, dtype) == expected
+
+
+def test_likely_failure_unknown_callee_and_rebuilt_objects():
+    unknown = finding(
+        "vllm/q/marlin_utils.py",
+        9,
+        trace=[
+            TraceStep("pkg/k.py", 2, "`torch.zeros` allocates a new tensor"),
+            TraceStep("pkg/k.py", 5, "unknown callee `ext.shuffle` assumed to return a new tensor"),
+            TraceStep("vllm/q/marlin_utils.py", 9, "stored on `layer.w`"),
+        ],
+    )
+    assert likely_failure(unknown) == ""
+    cutlass = "vllm/e/cutlass_moe.py"
+    strides = [
+        TraceStep(cutlass, 289, "`torch.full` allocates a new tensor"),
+        TraceStep(cutlass, 294, "CutlassBatchedExpertsFp8 keeps a new tensor on self.ab_strides1"),
+    ]
+    store = [TraceStep("vllm/q/fp8.py", 711, "stored on `self.moe_kernel` (rebuilt ...)")]
+    rebuilt = finding("vllm/q/fp8.py", 711, rule="RL105", target="self.moe_kernel")
+    rebuilt.trace = strides + store
+    assert likely_failure(rebuilt) == "illegal access"
+    consts = [TraceStep("vllm/e/flashinfer_cutlass_moe.py", 107, "`torch.tensor` allocates")]
+    rebuilt.trace = strides + consts + store  # strides and float constants disagree
+    assert likely_failure(rebuilt) == ""
 
 
 def test_static_only_table():
@@ -77,16 +195,17 @@ def test_static_only_table():
     assert "## Reload contract: `vllm-layerwise`" in md
     assert "## Reload contract: `inplace-only`" in md
     assert "### kernels/linear/mixed_precision" in md
-    row = next(ln for ln in md.splitlines() if ln.startswith("| MarlinLinearKernel"))
-    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert "Status of findings: static only 5." in md and "| Status | replay" not in md
+    cells = _cells(_row(md, "MarlinLinearKernel"))
     assert cells[0] == "MarlinLinearKernel"
     assert cells[1] == "`layer.workspace`, `layer.g_idx_sort_indices`"
     assert cells[2] == f"`{MARLIN}:120,131`"
     assert cells[3] == "RL101 unregistered-module-tensor"
     assert cells[4] == "livelock, illegal access"
     assert cells[6] == "static only"
-    machete = next(ln for ln in md.splitlines() if ln.startswith("| MacheteLinearKernel"))
+    machete = _row(md, "MacheteLinearKernel")
     assert "read at machete.py:120" in machete and "stale read" in machete
+    assert _cells(_row(md, "A"))[4] == ""  # nothing in its trace settles the failure
     # Every table row has the header's 7 cells.
     for ln in md.splitlines():
         if ln.startswith("| ") and "Component" not in ln and "Site" not in ln:
@@ -109,12 +228,14 @@ def test_evidence_statuses(tmp_path):
                 "failure": "livelock",
                 "reason": "88/88 pointers moved; replay hung",
                 "fixed": False,
+                "tier": "replay",
             },
             {
                 "fingerprint": ws.fingerprint,
                 "verdict": "green",
                 "reason": "pointers stable",
                 "fixed": True,
+                "tier": "replay",
             },
             {
                 "fingerprint": gidx.fingerprint,
@@ -136,6 +257,7 @@ def test_evidence_statuses(tmp_path):
     attached, unmatched = merge_evidence(fs, ev)
     by_fp = dict(zip((f.fingerprint for f in fs), attached, strict=True))
     assert by_fp[ws.fingerprint].status == "fixed green"
+    assert by_fp[ws.fingerprint].tier == "replay"
     assert by_fp[gidx.fingerprint].status == "confirmed red"
     assert by_fp[perm.fingerprint].status == "inconclusive"
     assert by_fp[utils.fingerprint] is None
@@ -144,23 +266,70 @@ def test_evidence_statuses(tmp_path):
     }
     assert [r.fingerprint for r in unmatched] == ["f" * 20]
     md = render_worklist(fs, evidence=ev)
-    marlin = next(ln for ln in md.splitlines() if ln.startswith("| MarlinLinearKernel"))
+    marlin = _row(md, "MarlinLinearKernel")
     assert "confirmed red (1/2), fixed green (1/2)" in marlin
     # Bug side: the most decisive record, the row's others counted; fixed side apart.
     assert (
-        "red: 88/88 pointers moved; replay hung (+1 more red: "
-        f"`{gidx.fingerprint}`); fixed side green: pointers stable" in marlin
+        "red (replay): 88/88 pointers moved; replay hung (+1 more red: "
+        f"`{gidx.fingerprint}`); fixed side green (replay): pointers stable" in marlin
     )
     assert "via" not in marlin
-    assert "stale read" in marlin  # runtime failure overrides the static guess
+    # The runtime failure replaces the static guess (argsort: illegal access).
+    assert _cells(marlin)[4] == "livelock, stale read"
     assert "Runtime evidence: 5 records; 4 matched directly" in md
-    assert "0 via trace" in md and "1 without a static finding" in md
-    assert "Findings with evidence: 3 directly, 0 only via trace." in md
-    u = next(ln for ln in md.splitlines() if ln.startswith("| marlin_utils_fp8"))
+    assert "0 via trace with proof" in md and "0 reach findings only via trace" in md
+    assert "1 without a static finding" in md
+    assert "Findings with evidence: 3 directly, 0 only via a proven trace, 0 unconfirmed." in md
+    counts = _counts(md)
+    assert list(counts) == [*STATUS_ORDER, "all"]
+    assert counts["fixed green"] == (1, 0, 0, 1)
+    assert counts["confirmed red"] == (0, 0, 1, 1)
+    assert counts["inconclusive"] == (0, 0, 1, 1)
+    assert counts["static only"] == (0, 0, 2, 2)
+    assert counts["all"] == (1, 0, 4, 5)
+    u = _row(md, "marlin_utils_fp8")
     assert u.rstrip().endswith("| static only |")
     # The unmatched record is listed, not dropped.
     tail = md.split("## Evidence without a static finding", 1)[1]
     assert f"| `{'f' * 20}` |  |  | bug | red | gone |" in tail
+
+
+def test_unread_census_tier_and_dtype(tmp_path):
+    """`unread` is its own status; a census record shows its stand-ins; the census's dtype of
+    the linked storage refines the static guess when no red record names a failure."""
+    fs = _findings()
+    ws = next(f for f in fs if f.path == UTILS)
+    gidx = next(f for f in fs if f.target == "layer.g_idx_sort_indices")
+    census = {
+        "linked": ["layer.workspace"],
+        "rows": [
+            {"path": "layer.weight", "dtype": "float8_e4m3fn"},
+            {"path": "layer.workspace", "dtype": "float32"},
+        ],
+    }
+    recs = [
+        {
+            "fingerprint": ws.fingerprint,
+            "verdict": "unread",
+            "reason": "workspace freed; the capture never read it",
+            "tier": "census",
+            "standins": ["_C.marlin_gemm"],
+            "census": census,
+        },
+        {"fingerprint": ws.fingerprint, "verdict": "green", "fixed": True, "tier": "census"},
+        {"fingerprint": gidx.fingerprint, "verdict": "green", "tier": "replay"},
+    ]
+    md = render_worklist(fs, evidence=load_evidence(_evidence(tmp_path, recs)))
+    cells = _cells(_row(md, "marlin_utils_fp8"))
+    assert cells[6] == "unread"  # a green fixed side does not make an unread site "fixed"
+    assert cells[5].startswith(
+        "unread (census, stand-ins: `_C.marlin_gemm`): workspace freed; the capture never read it"
+    )
+    assert cells[4] == "stale read"  # zeroed + float32 from the census, not the Marlin lock
+    counts = _counts(md)
+    assert counts["unread"] == (0, 1, 0, 1)
+    assert counts["not reproduced"] == (1, 0, 0, 1)
+    assert _cells(_row(md, "MarlinLinearKernel"))[6] == "static only (1/2), not reproduced (1/2)"
 
 
 @pytest.mark.parametrize(
@@ -171,6 +340,8 @@ def test_evidence_statuses(tmp_path):
         ('[{"verdict": "red"}]', "record 1 has no `fingerprint`"),
         ('[{"fingerprint": "a", "verdict": "maybe"}]', "`verdict` must be one of"),
         ('[{"fingerprint": "a", "verdict": "red", "reason": 3}]', "must be strings"),
+        ('[{"fingerprint": "a", "verdict": "red", "tier": "gpu"}]', "`tier` must be one of"),
+        ('[{"fingerprint": "a", "verdict": "red", "built": "X"}]', "`built` must be a list"),
         ("[3]", "record 1 is not an object"),
     ],
 )
@@ -213,11 +384,14 @@ def test_empty_worklist():
     assert "No findings." in md and "0 components, 0 findings" in md
 
 
-# --- evidence that drifted from the engine's fingerprints ------------------------------------
+# --- evidence for another site: via trace only with proof the component built the object ------
 
 CUTLASS = "vllm/model_executor/layers/fused_moe/experts/cutlass_moe.py"
 FP8 = "vllm/model_executor/layers/quantization/fp8.py"
+AWQ = "vllm/model_executor/layers/quantization/auto_awq.py"
+GPTQ = "vllm/model_executor/layers/quantization/auto_gptq.py"
 W4A8 = "vllm/model_executor/layers/quantization/compressed_tensors/w4a8_fp8.py"
+CUTLASS_MOD = "vllm.model_executor.layers.fused_moe.experts.cutlass_moe"
 
 
 def _rebuild(path, line, symbol, steps):
@@ -259,53 +433,142 @@ def _record(target, line, verdict, *, fixed=False, fp="0" * 20, path=CUTLASS, **
     }
 
 
-def _row(md, component):
-    return next(ln for ln in md.splitlines() if ln.startswith(f"| {component} "))
+def _moe_rows():
+    return fingerprinted(
+        [
+            _rebuild(FP8, 711, "Fp8MoEMethod._setup_kernel", FP8_STEPS),
+            _rebuild(AWQ, 741, "AutoAWQMoEMethod._setup_kernel", FP8_STEPS),
+            _rebuild(GPTQ, 753, "AutoGPTQMoEMethod._setup_kernel", FP8_STEPS),
+        ]
+    )
 
 
-def test_trace_same_line_attaches_constructor_evidence(tmp_path):
+def _cutlass_records(failure="illegal access", **kw):
+    """Red/green CUTLASS FP8 stride records, as the harness writes them."""
+    return [
+        _record("self.ab_strides1", 294, "red", failure=failure, fp="a" * 20, **kw),
+        _record("self.ab_strides1", 294, "green", fixed=True, fp="a" * 20, **kw),
+        _record("self.c_strides1", 296, "red", failure=failure, fp="c" * 20, **kw),
+        _record("self.c_strides1", 296, "green", fixed=True, fp="c" * 20, **kw),
+    ]
+
+
+def test_cutlass_evidence_without_proof_lends_no_verdict(tmp_path):
+    """The old worklist made every `moe_kernel` row whose trace reaches the CUTLASS strides
+    `fixed green`. Records that name no component (or another one) prove nothing for them."""
+    fs = _moe_rows()
+    for extra in ({}, {"component": "Fp8MoEMethod"}, {"built": [f"{CUTLASS_MOD}.Other"]}):
+        recs = load_evidence(_evidence(tmp_path, _cutlass_records("livelock", **extra)))
+        attached, unmatched = merge_evidence(fs, recs)
+        assert not unmatched
+        assert [ev.status for ev in attached] == ["unconfirmed"] * 3, extra
+        assert all(ev.bug is None and ev.fix is None and ev.failure == "" for ev in attached)
+        md = render_worklist(fs, evidence=recs)
+        for comp in ("AutoAWQMoEMethod", "AutoGPTQMoEMethod", "Fp8MoEMethod"):
+            cells = _cells(_row(md, comp))
+            assert cells[6] == "unconfirmed", (extra, comp)
+            # The records' failure is not lent either: the static guess (integer constants
+            # read by the CUTLASS grouped GEMM) stays.
+            assert cells[4] == "illegal access" and "livelock" not in cells[5]
+            assert "red" not in cells[5] and "green" not in cells[5]
+            assert cells[5].startswith(
+                "unconfirmed: the trace reaches `CutlassExpertsFp8Base.__init__` "
+                "`self.ab_strides1`, `CutlassExpertsFp8Base.__init__` `self.c_strides1`; "
+                "4 runtime record(s) there"
+            )
+            assert f"none showing `{comp}` built that object" in cells[5]
+        assert "0 via trace with proof" in md and "4 reach findings only via trace" in md
+        assert "Findings with evidence: 0 directly, 0 only via a proven trace, 3 unconfirmed." in md
+        assert _counts(md)["unconfirmed"] == (0, 0, 3, 3)
+        assert "Evidence without a static finding" not in md
+
+
+def test_cutlass_evidence_with_built_proof_merges_for_that_component_only(tmp_path):
+    fs = _moe_rows()
+    proof = {
+        "component": "vllm.model_executor.layers.quantization.fp8.Fp8MoEMethod",
+        "built": [f"{CUTLASS_MOD}.CutlassBatchedExpertsFp8", "vllm.x.FusedMoEKernel"],
+        "tier": "replay",
+    }
+    recs = load_evidence(_evidence(tmp_path, _cutlass_records(**proof)))
+    attached, _ = merge_evidence(fs, recs)
+    by = {f.symbol.split(".")[0]: ev for f, ev in zip(fs, attached, strict=True)}
+    fp8 = by["Fp8MoEMethod"]
+    assert {(m.via, m.proof) for m in fp8.matches} == {("trace", "CutlassBatchedExpertsFp8")}
+    assert fp8.status == "fixed green" and fp8.failure == "illegal access"
+    assert by["AutoAWQMoEMethod"].status == by["AutoGPTQMoEMethod"].status == "unconfirmed"
+    md = render_worklist(fs, evidence=recs)
+    cells = _cells(_row(md, "Fp8MoEMethod"))
+    assert cells[5] == (
+        "red (replay) via trace (`Fp8MoEMethod` built `CutlassBatchedExpertsFp8`) from "
+        "`CutlassExpertsFp8Base.__init__` `self.ab_strides1`: self.ab_strides1 red "
+        "(+1 more red: `self.c_strides1`); fixed side green (replay) via trace "
+        "(`Fp8MoEMethod` built `CutlassBatchedExpertsFp8`): self.ab_strides1 green "
+        "(+1 more green: `self.c_strides1`)"
+    )
+    assert cells[4] == "illegal access" and cells[6] == "fixed green"
+    awq = _cells(_row(md, "AutoAWQMoEMethod"))
+    assert awq[6] == "unconfirmed" and "run for `Fp8MoEMethod`" in awq[5]
+    assert "4 via trace with proof" in md
+    assert "Findings with evidence: 0 directly, 1 only via a proven trace, 2 unconfirmed." in md
+    counts = _counts(md)
+    assert counts["fixed green"] == (1, 0, 0, 1) and counts["unconfirmed"] == (0, 0, 2, 2)
+
+
+@pytest.mark.parametrize(
+    "proof, ok",
+    [
+        # The backend vLLM chose counts like a built class; short names are compared.
+        ({"component": "Fp8MoEMethod", "backend": "CutlassBatchedExpertsFp8"}, True),
+        # The class whose constructor the step is in (the record's symbol), e.g. a base class
+        # the harness lists among the built object's classes.
+        ({"component": "Fp8MoEMethod", "built": [f"{CUTLASS_MOD}.CutlassExpertsFp8Base"]}, True),
+        # A sibling that shares the base but is not named by the step or the symbol.
+        ({"component": "Fp8MoEMethod", "built": [f"{CUTLASS_MOD}.CutlassExpertsW4A8Fp8"]}, False),
+        # Built, but by a component of the same name defined in another file.
+        (
+            {"component": "vllm.other.Fp8MoEMethod", "built": ["CutlassBatchedExpertsFp8"]},
+            False,
+        ),
+        # No component: who built it is unknown.
+        ({"built": ["CutlassBatchedExpertsFp8"]}, False),
+    ],
+)
+def test_trace_proof_needs_this_component_and_the_steps_class(tmp_path, proof, ok):
+    fs = fingerprinted([_rebuild(FP8, 711, "Fp8MoEMethod._setup_kernel", FP8_STEPS)])
+    rec = _record("self.ab_strides1", 294, "red", **proof)
+    attached, _ = merge_evidence(fs, load_evidence(_evidence(tmp_path, [rec])))
+    assert attached[0].status == ("confirmed red" if ok else "unconfirmed")
+
+
+def test_trace_same_line_does_not_spread_by_name(tmp_path):
     fs = fingerprinted(
         [
             _rebuild(FP8, 711, "Fp8MoEMethod._setup_kernel", FP8_STEPS),
             _rebuild(W4A8, 197, "W4A8MoEMethod.process_weights_after_loading", W4A8_STEPS),
         ]
     )
-    p = _evidence(
-        tmp_path,
-        [
-            _record("self.ab_strides1", 294, "red", failure="illegal access", fp="a" * 20),
-            _record("self.ab_strides1", 294, "green", fixed=True, fp="a" * 20),
-            _record("self.c_strides1", 296, "red", failure="illegal access", fp="c" * 20),
-            _record("self.c_strides1", 296, "green", fixed=True, fp="c" * 20),
-        ],
-    )
-    attached, unmatched = merge_evidence(fs, load_evidence(p))
+    recs = load_evidence(_evidence(tmp_path, _cutlass_records()))
+    attached, unmatched = merge_evidence(fs, recs)
     by_path = {f.path: ev for f, ev in zip(fs, attached, strict=True)}
-    fp8, w4a8 = by_path[FP8], by_path[W4A8]
-    assert not unmatched
-    assert {m.via for m in fp8.matches} == {"trace"} and len(fp8.matches) == 4
-    assert fp8.status == "fixed green" and fp8.failure == "illegal access"
+    assert not unmatched and len(by_path[FP8].matches) == 4
     # Line 296 matched the FP8 trace, so the by-name fallback is not tried: the W4A8 experts'
-    # own `self.c_strides1` (another class, another line) gets no evidence it did not earn.
-    assert w4a8 is None
-    md = render_worklist(fs, evidence=load_evidence(p))
-    row = _row(md, "Fp8MoEMethod")
-    assert (
-        "red via trace from `CutlassExpertsFp8Base.__init__` `self.ab_strides1`: "
-        "self.ab_strides1 red (+1 more red: `self.c_strides1`); "
-        "fixed side green via trace: self.ab_strides1 green (+1 more green: `self.c_strides1`)"
-    ) in row
-    cells = [c.strip() for c in row.strip().strip("|").split(" | ")]
-    assert cells[4] == "illegal access" and cells[6] == "fixed green"
+    # own `self.c_strides1` (another class, another line) is not reached at all.
+    assert by_path[W4A8] is None
+    md = render_worklist(fs, evidence=recs)
     assert _row(md, "W4A8MoEMethod").rstrip().endswith("| static only |")
-    assert "0 matched directly" in md and "4 via trace" in md
-    assert "Findings with evidence: 0 directly, 1 only via trace." in md
-    assert "Evidence without a static finding" not in md
 
 
 def test_trace_note_naming_the_attribute_when_lines_moved(tmp_path):
     fs = fingerprinted([_rebuild(W4A8, 197, "W4A8MoEMethod.pwal", W4A8_STEPS)])
-    rec = _record("self.c_strides1", 1266, "red", symbol="CutlassExpertsW4A8Fp8.__init__")
+    rec = _record(
+        "self.c_strides1",
+        1266,
+        "red",
+        symbol="CutlassExpertsW4A8Fp8.__init__",
+        component="W4A8MoEMethod",
+        built=["CutlassExpertsW4A8Fp8"],
+    )
     attached, unmatched = merge_evidence(fs, load_evidence(_evidence(tmp_path, [rec])))
     assert not unmatched and [m.via for m in attached[0].matches] == ["trace"]
     assert attached[0].status == "confirmed red"
@@ -358,17 +621,18 @@ def test_target_match_when_the_fingerprint_drifted(tmp_path):
     u = _row(md, "marlin_utils_fp8")
     assert "red via target from `prepare_fp8_layer_for_marlin` `layer.workspace`" in u
     assert u.rstrip().endswith("| confirmed red (1/2), static only (1/2) |")
-    assert " 1 only via trace" not in md
 
 
-def test_row_verdicts_red_beats_green_beats_inconclusive(tmp_path):
+def test_row_verdicts_red_beats_unread_beats_green_beats_inconclusive(tmp_path):
     fs = fingerprinted([_rebuild(FP8, 711, "Fp8MoEMethod._setup_kernel", FP8_STEPS)])
+    proof = {"component": "Fp8MoEMethod", "built": ["CutlassBatchedExpertsFp8"]}
     recs = [
-        _record("self.c_strides1", 296, "inconclusive", reason="no recipe"),
-        _record("self.c_strides1", 296, "green", reason="stable"),
-        _record("self.ab_strides1", 294, "red", reason="freed", failure="livelock"),
-        _record("self.ab_strides1", 294, "red", fixed=True, reason="fix leaks"),
-        _record("self.c_strides1", 296, "green", fixed=True, reason="fix holds"),
+        _record("self.c_strides1", 296, "inconclusive", reason="no recipe", **proof),
+        _record("self.c_strides1", 296, "green", reason="stable", **proof),
+        _record("self.ab_strides1", 294, "unread", reason="moved, unread", **proof),
+        _record("self.ab_strides1", 294, "red", reason="freed", failure="livelock", **proof),
+        _record("self.ab_strides1", 294, "red", fixed=True, reason="fix leaks", **proof),
+        _record("self.c_strides1", 296, "green", fixed=True, reason="fix holds", **proof),
     ]
     attached, _ = merge_evidence(fs, load_evidence(_evidence(tmp_path, recs)))
     ev = attached[0]
@@ -376,12 +640,15 @@ def test_row_verdicts_red_beats_green_beats_inconclusive(tmp_path):
     assert ev.status == "confirmed red" and ev.failure == "livelock"
     md = render_worklist(fs, evidence=load_evidence(_evidence(tmp_path, recs[:2])))
     row = _row(md, "Fp8MoEMethod")
-    assert "green via trace from `CutlassExpertsFp8Base.__init__` `self.c_strides1`: stable" in row
+    assert "green via trace (`Fp8MoEMethod` built `CutlassBatchedExpertsFp8`) from " in row
+    assert "`CutlassExpertsFp8Base.__init__` `self.c_strides1`: stable" in row
     assert "(+1 inconclusive: `self.c_strides1`)" in row
     assert row.rstrip().endswith("| not reproduced |")
-    md = render_worklist(fs, evidence=load_evidence(_evidence(tmp_path, recs[2:])))
+    md = render_worklist(fs, evidence=load_evidence(_evidence(tmp_path, recs[:3])))
+    assert _row(md, "Fp8MoEMethod").rstrip().endswith("| unread |")
+    md = render_worklist(fs, evidence=load_evidence(_evidence(tmp_path, recs[3:])))
     row = _row(md, "Fp8MoEMethod")
-    assert "red via trace" in row and "; fixed side red via trace: fix leaks" in row
+    assert "red via trace" in row and "; fixed side red via trace" in row and "fix leaks" in row
     assert "(+1 green: `self.c_strides1`)" in row and "livelock" in row
 
 
@@ -409,15 +676,45 @@ def test_unmatched_records_are_listed(tmp_path):
     assert "self.ab_strides1" not in tail
 
 
-def test_committed_worklist_merges_the_h200_evidence():
-    """The committed example carries the H200 sweep: every record attached or listed."""
-    from pathlib import Path
+# --- the committed vLLM 0.25.1 worklist is regenerated from its committed inputs ---------------
 
-    root = Path(__file__).resolve().parents[2]
-    md = (root / "docs/worklist-vllm-0.25.1.md").read_text()
-    evidence = json.loads((root / "docs/evidence/h200-vllm-0.25.1.json").read_text())
-    records = evidence["evidence"]
-    assert f"Runtime evidence: {len(records)} records;" in md
-    assert "via trace from `CutlassExpertsFp8Base.__init__` `self.ab_strides1`" in md
-    for comp in ("MarlinLinearKernel", "MacheteLinearKernel", "marlin_utils_fp8", "Fp8MoEMethod"):
-        assert "fixed green" in _row(md, comp), comp
+COMMITTED = {
+    "worklist": ROOT / "docs/worklist-vllm-0.25.1.md",
+    "findings": ROOT / "docs/evidence/vllm-0.25.1.findings.json",
+    "evidence": ROOT / "docs/evidence/h200-vllm-0.25.1.json",
+}
+
+
+def regenerate_worklist(out: Path) -> int:
+    """The command docs/worklist.md gives for the committed worklist, run in-process."""
+    return main(
+        [
+            "worklist",
+            "--findings",
+            str(COMMITTED["findings"]),
+            "--evidence",
+            str(COMMITTED["evidence"]),
+            "--source",
+            "vllm 0.25.1 release sources",
+            "-o",
+            str(out),
+        ]
+    )
+
+
+def test_committed_worklist_is_regenerated_from_its_inputs(tmp_path):
+    """Fails when the generator, the template, the findings or the evidence changed and
+    docs/worklist-vllm-0.25.1.md was not regenerated (docs/worklist.md says how)."""
+    out = tmp_path / "worklist.md"
+    assert regenerate_worklist(out) == 0
+    fresh = out.read_text(encoding="utf-8").splitlines()
+    committed = COMMITTED["worklist"].read_text(encoding="utf-8").splitlines()
+    stale = [
+        f"line {i + 1}:\n  committed: {a}\n  generated: {b}"
+        for i, (a, b) in enumerate(zip(committed, fresh, strict=False))
+        if a != b
+    ]
+    assert not stale and len(fresh) == len(committed), (
+        "docs/worklist-vllm-0.25.1.md is stale; regenerate it (docs/worklist.md, "
+        "'Regenerating the committed worklist'). First difference:\n" + "\n".join(stale[:1])
+    )
