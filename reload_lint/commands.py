@@ -149,20 +149,24 @@ def _config_dir(cfg: Config) -> Path:
 
 
 def bundled_allowlist(package: str) -> Path | None:
-    here = Path(__file__).resolve().parent
-    for cand in (here.parent / "allowlists", here / "data" / "allowlists"):
-        p = cand / f"{package}.toml"
-        if p.is_file():
-            return p
-    return None
+    """reload_lint/data/allowlists/<package>.toml (package data, shipped in the wheel)."""
+    from reload_lint.rules import DATA_DIR
+
+    p = DATA_DIR / "allowlists" / f"{package}.toml"
+    return p if p.is_file() else None
 
 
-def load_allowlists(args, cfg: Config, plan: Plan) -> list:
+def load_allowlists(args, cfg: Config, plan: Plan, codebase: str | None = None) -> list:
+    """The bundled allowlist of the audited codebase (a `--vllm` release, or a tree the engine
+    detected as vLLM, such as a vLLM checkout under pre-commit), then the configured ones,
+    then --allowlist."""
     from reload_lint.suppress import load_allowlist
 
     entries = []
     if plan.release is not None:
-        bundled = bundled_allowlist(plan.release[0])
+        codebase = plan.release[0]
+    if codebase is not None:
+        bundled = bundled_allowlist(codebase)
         if bundled is not None:
             entries += load_allowlist(bundled, display=f"allowlists/{bundled.name}")
     for a in cfg.allowlists:
@@ -202,7 +206,8 @@ def apply_gate(
         paths=plan.only_paths,
     )
     findings += [m for m in meta if cfg.rule_enabled(m.path, m.rule)]
-    apply_allowlists(findings, load_allowlists(args, cfg, plan))
+    codebase = getattr(result, "codebase", None)
+    apply_allowlists(findings, load_allowlists(args, cfg, plan, codebase))
     findings.sort(key=Finding.sort_key)
     suppressed = [f for f in findings if f.suppressed is not None]
     reported = [f for f in findings if f.suppressed is None]

@@ -28,6 +28,7 @@ class RunResult:
     files_parsed: int = 0
     suppressions: dict = field(default_factory=dict)
     texts: dict = field(default_factory=dict)
+    codebase: str | None = None  # detect_codebase: "vllm", "sglang" or None
 
 
 def _module_name(rel_parts: tuple[str, ...], pkg_dirs: set[tuple[str, ...]]) -> tuple[str, bool]:
@@ -51,14 +52,19 @@ def _module_name(rel_parts: tuple[str, ...], pkg_dirs: set[tuple[str, ...]]) -> 
     return ".".join(parts), is_pkg
 
 
-def auto_contract(files: Iterable[SourceFile]) -> str:
+def detect_codebase(files: Iterable[SourceFile]) -> str | None:
+    """ "vllm" or "sglang" when the audited tree holds that package at its top (a release's
+    sources, or a checkout of the repository: `vllm/...` relative to the project root), else
+    None. It picks the default reload contract and the bundled allowlist."""
     for sf in files:
         top = sf.rel.split("/", 1)[0]
-        if top == "sglang":
-            return "inplace-only"
-        if top == "vllm":
-            return "vllm-layerwise"
-    return "vllm-layerwise"
+        if top in ("vllm", "sglang"):
+            return top
+    return None
+
+
+def auto_contract(files: Iterable[SourceFile]) -> str:
+    return "inplace-only" if detect_codebase(files) == "sglang" else "vllm-layerwise"
 
 
 def run_check(
@@ -148,6 +154,7 @@ def run_check(
         files_parsed=store.parsed,
         suppressions=suppressions,
         texts=_Texts(store),
+        codebase=detect_codebase(files),
     )
 
 

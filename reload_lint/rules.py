@@ -1,4 +1,5 @@
-"""The rule registry: codes, names, default severity. Docs and examples live in rules/*.md."""
+"""The rule registry: codes, names, default severity. Docs and examples live in the catalog,
+reload_lint/data/rules/*.md."""
 
 from __future__ import annotations
 
@@ -141,10 +142,10 @@ def selected(code: str, select: list[str], ignore: list[str]) -> bool:
     return not (i >= 0 and i >= s)
 
 
+DATA_DIR = Path(__file__).resolve().parent / "data"
+
+
 def catalog_dir() -> Path:
-    """rules/ beside the package (source checkout / editable install)."""
-    here = Path(__file__).resolve().parent
-    for cand in (here.parent / "rules", here / "data" / "rules"):
-        if cand.is_dir():
-            return cand
-    return here.parent / "rules"
+    """The rule catalog, reload_lint/data/rules/: package data, so a source checkout, an
+    editable install and an installed wheel all find it at the same place."""
+    return DATA_DIR / "rules"

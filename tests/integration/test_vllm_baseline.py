@@ -176,7 +176,7 @@ def test_real_report_is_valid_sarif(tree, baseline, capsys, monkeypatch):
 
 
 def test_shipped_vllm_allowlist_entries_all_match(tmp_path, capsys, monkeypatch):
-    """Every entry of allowlists/vllm.toml accepts a real finding of 0.25.1 or 0.33.0 (no dead
+    """Every entry of the bundled vllm.toml allowlist accepts a real finding of 0.25.1 or 0.33.0 (no dead
     entries), and `--vllm` applies the file by default."""
     try:
         release_sources("vllm", VERSION)
@@ -186,7 +186,7 @@ def test_shipped_vllm_allowlist_entries_all_match(tmp_path, capsys, monkeypatch)
     from reload_lint.suppress import load_allowlist
 
     root = Path(__file__).resolve().parents[2]
-    entries = load_allowlist(root / "allowlists" / "vllm.toml")
+    entries = load_allowlist(root / "reload_lint" / "data" / "allowlists" / "vllm.toml")
     monkeypatch.chdir(tmp_path)
     used: set[str] = set()
     for version in (VERSION, "0.33.0"):

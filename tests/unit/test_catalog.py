@@ -140,4 +140,14 @@ def test_rule_command_prints_page(capsys):
 
 def test_rule_command_unknown_code(capsys):
     assert main(["rule", "RL999"]) == 2
-    assert "unknown rule code" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "unknown rule `RL999`" in err and "RL101" in err  # the known codes are listed
+
+
+def test_rule_command_accepts_rule_names(capsys):
+    """`check --statistics` prints names; `rule NAME` opens the same page as `rule CODE`."""
+    assert main(["rule", "unregistered-module-tensor"]) == 0
+    by_name = capsys.readouterr().out
+    assert main(["rule", "rl101"]) == 0
+    assert capsys.readouterr().out == by_name
+    assert by_name.startswith("# RL101: unregistered-module-tensor")

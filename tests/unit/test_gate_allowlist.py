@@ -91,8 +91,10 @@ def test_unreadable_allowlist(tmp_path):
 
 
 def test_shipped_allowlists_parse():
-    root = Path(__file__).resolve().parents[2] / "allowlists"
-    files = sorted(root.glob("*.toml"))
+    from reload_lint.rules import DATA_DIR
+
+    files = sorted((DATA_DIR / "allowlists").glob("*.toml"))
+    assert files, "no bundled allowlist found"
     for p in files:
         entries = load_allowlist(p)
         assert entries, f"{p} has no entries"

@@ -1,0 +1,100 @@
+"""Issue 11, defect 2: the built wheel carries the rule catalog and the bundled allowlists.
+
+Builds the wheel from a copy of the project, installs it into a fresh virtualenv (system site
+packages give it libcst and jinja2 without a network), and runs the installed console script
+from outside the source tree: `rule RL101`, and a check of a vLLM checkout whose accepted site
+the bundled allowlist must suppress. pre-commit installs the hook repository the same way.
+Takes ~30 s; it is part of the default pytest run (.ci/run).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+from _vllm_checkout import write_checkout
+
+from reload_lint.rules import RULES
+
+REPO = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.slow
+
+
+def _env() -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+    env["PIP_NO_INDEX"] = "1"  # everything it needs is local
+    return env
+
+
+def _run(cmd, cwd: Path, check: bool = True) -> subprocess.CompletedProcess:
+    proc = subprocess.run(
+        [str(c) for c in cmd], cwd=cwd, env=_env(), capture_output=True, text=True, timeout=600
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{cmd} -> {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory) -> Path:
+    """The venv's bin directory, with the freshly built wheel installed."""
+    tmp = tmp_path_factory.mktemp("wheel")
+    src = tmp / "src"
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(REPO / name, src / name)
+    shutil.copytree(
+        REPO / "reload_lint", src / "reload_lint", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    dist = tmp / "dist"
+    _run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            dist,
+            src,
+        ],
+        cwd=tmp,
+    )
+    (wheel,) = dist.glob("reload_lint-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for code in RULES:
+        assert f"reload_lint/data/rules/{code}.md" in names, f"{code} page not in the wheel"
+    assert "reload_lint/data/allowlists/vllm.toml" in names
+    venv = tmp / "venv"
+    _run([sys.executable, "-m", "venv", "--system-site-packages", venv], cwd=tmp)
+    bindir = venv / ("Scripts" if os.name == "nt" else "bin")
+    _run([bindir / "python", "-m", "pip", "install", "--no-deps", wheel], cwd=tmp)
+    where = _run([bindir / "python", "-c", "import reload_lint; print(reload_lint.__file__)"], tmp)
+    assert Path(where.stdout.strip()).resolve().is_relative_to(venv.resolve()), where.stdout
+    return bindir
+
+
+def test_installed_wheel_prints_a_rule_page(installed, tmp_path):
+    proc = _run([installed / "reload-lint", "rule", "RL101"], cwd=tmp_path)
+    assert proc.stdout.startswith("# RL101: unregistered-module-tensor"), proc.stdout[:200]
+    listing = _run([installed / "reload-lint", "rule"], cwd=tmp_path).stdout
+    assert len(listing.splitlines()) == len(RULES)
+
+
+def test_installed_wheel_applies_the_bundled_vllm_allowlist(installed, tmp_path):
+    rel = write_checkout(tmp_path)
+    proc = _run([installed / "reload-lint", "check", "--no-cache", rel], cwd=tmp_path, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "1 suppressed finding" in proc.stderr
+    shown = _run(
+        [installed / "reload-lint", "check", "--no-cache", "--show-suppressed", rel],
+        cwd=tmp_path,
+    )
+    assert "allowlisted (allowlists/vllm.toml#" in shown.stdout
