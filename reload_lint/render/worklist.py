@@ -200,17 +200,24 @@ def _side_text(side: list[Match], fixed: bool) -> str:
     others: dict[str, list[str]] = {}
     for m in side:
         if m is not top:
-            others.setdefault(m.record.verdict, []).append(m.record.target or m.record.fingerprint)
+            others.setdefault(m.record.verdict, []).append(_label(m.record))
     extra = []
     for verdict in VERDICTS:
         names = others.get(verdict)
         if names:
             more = " more" if verdict == r.verdict else ""
-            listed = ", ".join(f"`{n}`" for n in dict.fromkeys(names))
+            listed = ", ".join(dict.fromkeys(names))
             extra.append(f"{len(names)}{more} {verdict}: {listed}")
     if extra:
         text += " (+" + "; ".join(extra) + ")"
     return text
+
+
+def _label(r: Record) -> str:
+    """A record among a row's others: its target, and the backend when it names one (one
+    record per backend of the same site)."""
+    text = f"`{r.target or r.fingerprint}`"
+    return text + f" on `{short(r.backend)}`" if r.backend else text
 
 
 def _unconfirmed_text(unproven: list[Match], component: str) -> str:

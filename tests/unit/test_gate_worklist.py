@@ -718,3 +718,36 @@ def test_committed_worklist_is_regenerated_from_its_inputs(tmp_path):
         "docs/worklist-vllm-0.25.1.md is stale; regenerate it (docs/worklist.md, "
         "'Regenerating the committed worklist'). First difference:\n" + "\n".join(stale[:1])
     )
+
+
+def test_one_record_per_backend_of_a_rebuilt_kernel(tmp_path):
+    """RL105 records carry the finding's own fingerprint (direct), one per backend vLLM let the
+    runner force; the row names each backend and red wins."""
+    fs = _moe_rows()
+    fp8 = next(f for f in fs if f.path == FP8)
+    mod = "vllm.model_executor.layers.fused_moe.experts"
+    base = {"fingerprint": fp8.fingerprint, "target": "self.moe_kernel", "tier": "replay"}
+    recs = [
+        {**base, "verdict": "green", "backend": f"{mod}.TritonExperts", "reason": "stable"},
+        {
+            **base,
+            "verdict": "red",
+            "failure": "illegal access",
+            "backend": f"{mod}.cutlass_moe.CutlassExpertsFp8",
+            "reason": "ab_strides1 freed",
+        },
+        {**base, "verdict": "inconclusive", "tier": None, "reason": "no SM100", "fixed": False},
+        {**base, "verdict": "green", "fixed": True, "backend": f"{mod}.cutlass_moe.X"},
+        {"fingerprint": "e" * 20, "verdict": "unread", "tier": "census", "reason": "r"},
+    ]
+    md = render_worklist(fs, evidence=load_evidence(_evidence(tmp_path, recs)))
+    cells = _cells(_row(md, "Fp8MoEMethod"))
+    assert cells[5] == (
+        "red (replay; backend `CutlassExpertsFp8`): ab_strides1 freed (+1 green: "
+        "`self.moe_kernel` on `TritonExperts`; 1 inconclusive: `self.moe_kernel`); "
+        "fixed side green (replay; backend `X`)"
+    )
+    assert cells[4] == "illegal access" and cells[6] == "fixed green"
+    assert _counts(md)["fixed green"] == (1, 0, 0, 1)
+    tail = md.split("## Evidence without a static finding", 1)[1]
+    assert f"| `{'e' * 20}` |  |  | bug | unread, census | r |" in tail
