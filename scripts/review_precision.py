@@ -1,0 +1,426 @@
+#!/usr/bin/env python3
+"""Join a findings JSON with a reviewer's label file and measure precision.
+
+    python3 scripts/review_precision.py FINDINGS.json LABELS.toml [--check]
+        [--markdown OUT.md] [--skeleton] [--sample-list] [--sources ROOT]
+
+A label file (TOML, see docs/reviews/README.md) holds one `[[finding]]` entry per reviewed
+finding: `label` (real / safe / masked / unsure), `reason`, `cites` (file:line in the audited
+sources), the finding's `confidence` when it was labelled, and the keys used to find the
+finding again in a later run:
+
+1. `fingerprint`, exact;
+2. the line-free site key (rule, path, symbol, target), for a changed fingerprint; when one
+   site key has several labels, the one whose recorded `line` is nearest wins;
+3. a moved location: the label's recorded `path:line` is the finding's location or one of its
+   trace steps, with the same target (the engine moved the report from a shared helper to its
+   caller and kept the helper in the trace). Rule changes are tolerated here.
+
+Matches by 2 and 3 are listed so that a reviewer can confirm them. Findings with no label are
+listed too; with `--check` the exit status is 1 if any exists (2 on bad input).
+
+An optional `[sample]` table (seed, size, exclude) restricts the measurement to a random sample:
+each eligible finding gets the rank sha256("<seed>|<rule>|<path>|<line>|<target>") and the
+`size` lowest ranks are the sample. The rank of a finding does not depend on the other
+findings, so a finding that stays in a later run keeps its place, and the ones the engine
+removed are replaced by the next ranks. `exclude` lists `path:line` sites left out (the known
+table of an earlier review).
+
+With `--sources ROOT` (the unpacked release the cites refer to) every cite is checked: the file
+must exist under ROOT and have that line; bad cites are listed and, with `--check`, fail the run.
+
+Precision is real / (real + safe): `masked` counts as real (the storage does move) in the
+headline number and is also shown excluded; `unsure` is left out of both.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+LABELS = ("real", "masked", "safe", "unsure")
+CONFIDENCES = ("high", "medium", "low")
+
+
+class InputError(Exception):
+    """Bad input: reported as one line, exit status 2."""
+
+
+@dataclass
+class Label:
+    label: str
+    reason: str
+    cites: list[str]
+    rule: str
+    path: str
+    symbol: str
+    target: str
+    line: int
+    fingerprint: str = ""
+    confidence: str = ""
+    index: int = 0
+
+    @property
+    def site(self) -> tuple[str, str, str, str]:
+        return (self.rule, self.path, self.symbol, self.target)
+
+
+@dataclass
+class Match:
+    finding: dict
+    label: Label | None
+    how: str  # "fingerprint" | "site" | "trace" | ""
+
+
+@dataclass
+class Review:
+    meta: dict
+    sample: dict | None
+    labels: list[Label] = field(default_factory=list)
+
+
+def site_key(f: dict) -> tuple[str, str, str, str]:
+    return (f["rule"], f["path"], f.get("symbol", ""), f.get("target", ""))
+
+
+def load_findings(path: str) -> list[dict]:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise InputError(f"{path}: cannot read findings JSON: {e}") from e
+    findings = data.get("findings") if isinstance(data, dict) else None
+    if not isinstance(findings, list):
+        raise InputError(f"{path}: no `findings` list (expected reload-lint --format json)")
+    for i, f in enumerate(findings):
+        for k in ("rule", "path", "line"):
+            if k not in f:
+                raise InputError(f"{path}: finding {i} has no `{k}`")
+    return findings
+
+
+def load_review(path: str) -> Review:
+    try:
+        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise InputError(f"{path}: cannot read label file: {e}") from e
+    review = Review(meta=data.get("review", {}), sample=data.get("sample"))
+    for i, e in enumerate(data.get("finding", [])):
+        where = f"{path}: [[finding]] {i + 1}"
+        for k in ("label", "reason", "rule", "path", "target", "line"):
+            if k not in e:
+                raise InputError(f"{where}: missing `{k}`")
+        if e["label"] not in LABELS:
+            raise InputError(f"{where}: label {e['label']!r} is not one of {', '.join(LABELS)}")
+        cites = e.get("cites", [])
+        if not isinstance(cites, list) or not all(isinstance(c, str) for c in cites):
+            raise InputError(f"{where}: `cites` must be a list of 'path:line' strings")
+        review.labels.append(
+            Label(
+                label=e["label"],
+                reason=e["reason"],
+                cites=cites,
+                rule=e["rule"],
+                path=e["path"],
+                symbol=e.get("symbol", ""),
+                target=e["target"],
+                line=int(e["line"]),
+                fingerprint=e.get("fingerprint", ""),
+                confidence=e.get("confidence", ""),
+                index=i,
+            )
+        )
+    if review.sample is not None:
+        for k in ("seed", "size"):
+            if k not in review.sample:
+                raise InputError(f"{path}: [sample] needs `{k}`")
+    return review
+
+
+def sample_rank(seed: object, f: dict) -> str:
+    key = f"{seed}|{f['rule']}|{f['path']}|{f['line']}|{f.get('target', '')}"
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def draw_sample(findings: list[dict], sample: dict) -> list[dict]:
+    """The `size` eligible findings with the lowest rank, in rank order."""
+    exclude = set(sample.get("exclude", []))
+    eligible = [f for f in findings if f"{f['path']}:{f['line']}" not in exclude]
+    eligible.sort(key=lambda f: sample_rank(sample["seed"], f))
+    return eligible[: int(sample["size"])]
+
+
+def join(findings: list[dict], labels: list[Label]) -> list[Match]:
+    by_fp: dict[str, Label] = {lb.fingerprint: lb for lb in labels if lb.fingerprint}
+    by_site: dict[tuple, list[Label]] = {}
+    by_place: dict[tuple[str, int, str], list[Label]] = {}
+    for lb in labels:
+        by_site.setdefault(lb.site, []).append(lb)
+        by_place.setdefault((lb.path, lb.line, lb.target), []).append(lb)
+    out = []
+    for f in findings:
+        lb = by_fp.get(f.get("fingerprint", ""))
+        if lb is not None:
+            out.append(Match(f, lb, "fingerprint"))
+            continue
+        cands = by_site.get(site_key(f))
+        if cands:
+            best = min(cands, key=lambda c: (abs(c.line - f["line"]), c.index))
+            out.append(Match(f, best, "site"))
+            continue
+        places = [(f["path"], f["line"])] + [
+            (s.get("path", ""), s.get("line", 0)) for s in f.get("trace", [])
+        ]
+        hit = None
+        for p, ln in places:
+            got = by_place.get((p, ln, f.get("target", "")))
+            if got:
+                hit = got[0]
+                break
+        out.append(Match(f, hit, "trace" if hit else ""))
+    return out
+
+
+def ratio(num: int, den: int) -> str:
+    return f"{num}/{den} = {100.0 * num / den:.1f}%" if den else "n/a (no real or safe label)"
+
+
+def precision(matches: list[Match]) -> dict[str, str]:
+    c = Counter(m.label.label for m in matches if m.label)
+    hi = Counter(
+        m.label.label for m in matches if m.label and m.finding.get("confidence") == "high"
+    )
+    return {
+        "overall": ratio(c["real"] + c["masked"], c["real"] + c["masked"] + c["safe"]),
+        "masked_excluded": ratio(c["real"], c["real"] + c["safe"]),
+        "high": ratio(hi["real"] + hi["masked"], hi["real"] + hi["masked"] + hi["safe"]),
+        "high_masked_excluded": ratio(hi["real"], hi["real"] + hi["safe"]),
+    }
+
+
+def bad_cites(labels: list[Label], root: str) -> list[str]:
+    """Cites whose file is missing under `root` or shorter than the cited line."""
+    out = []
+    lengths: dict[str, int | None] = {}
+    for lb in labels:
+        for cite in lb.cites:
+            path, _, line = cite.rpartition(":")
+            if not path or not line.isdigit():
+                out.append(f"{lb.path}:{lb.line}: cite {cite!r} is not 'path:line'")
+                continue
+            if path not in lengths:
+                try:
+                    text = (Path(root) / path).read_text(encoding="utf-8", errors="replace")
+                    lengths[path] = len(text.splitlines())
+                except OSError:
+                    lengths[path] = None
+            n = lengths[path]
+            if n is None:
+                out.append(f"{lb.path}:{lb.line}: cite {cite} names a file not under {root}")
+            elif not 1 <= int(line) <= n:
+                out.append(f"{lb.path}:{lb.line}: cite {cite} is past the end ({n} lines)")
+    return out
+
+
+def where(f: dict) -> str:
+    return f"{f['path']}:{f['line']}"
+
+
+def describe(f: dict) -> str:
+    return f"{f.get('fingerprint', '-')} {f['rule']} {where(f)} {f.get('target', '')}"
+
+
+def summary_lines(matches: list[Match], population: int, review: Review) -> list[str]:
+    c = Counter(m.label.label for m in matches if m.label)
+    how = Counter(m.how for m in matches if m.label)
+    unl = [m for m in matches if m.label is None]
+    p = precision(matches)
+    lines = []
+    if review.sample is not None:
+        lines.append(
+            f"sample: {len(matches)} of {population} findings (seed {review.sample['seed']}, "
+            f"size {review.sample['size']}, {len(review.sample.get('exclude', []))} known sites "
+            "excluded)"
+        )
+    else:
+        lines.append(f"findings: {len(matches)} (all)")
+    lines.append(
+        f"labelled: {len(matches) - len(unl)} (by fingerprint {how['fingerprint']}, "
+        f"by site key {how['site']}, by moved location {how['trace']}); unlabelled: {len(unl)}"
+    )
+    lines.append("labels: " + ", ".join(f"{k} {c[k]}" for k in LABELS))
+    lines.append(f"precision real/(real+safe), masked counted as real: {p['overall']}")
+    lines.append(f"precision, masked excluded: {p['masked_excluded']}")
+    lines.append(
+        f"precision, high confidence: {p['high']} (masked excluded: {p['high_masked_excluded']})"
+    )
+    by_conf = []
+    for conf in CONFIDENCES:
+        cc = Counter(
+            m.label.label for m in matches if m.label and m.finding.get("confidence") == conf
+        )
+        by_conf.append(f"{conf}: " + " ".join(f"{k} {cc[k]}" for k in LABELS))
+    lines.append("by confidence: " + "; ".join(by_conf))
+    return lines
+
+
+def md_cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def markdown(matches: list[Match], population: int, review: Review, stale: list[Label]) -> str:
+    title = review.meta.get("title", "reload-lint review")
+    out = [
+        f"# {title}",
+        "",
+        "<!-- generated by scripts/review_precision.py; edit the label file -->",
+    ]
+    out.append("")
+    for line in summary_lines(matches, population, review):
+        out.append(f"- {line}")
+    out.append("")
+    if review.meta.get("intro"):
+        out += [review.meta["intro"].strip(), ""]
+    out += [
+        "| # | finding | rule | confidence | label | reason (cites) |",
+        "|---|---|---|---|---|---|",
+    ]
+    ranked = sorted(
+        enumerate(matches),
+        key=lambda im: (im[1].finding["path"], im[1].finding["line"], im[0]),
+    )
+    for n, (_, m) in enumerate(ranked, 1):
+        f = m.finding
+        cell = f"`{where(f)}` `{f.get('target', '')}` ({f.get('fingerprint', '-')[:10]})"
+        if m.label is None:
+            label, reason = "**unlabelled**", ""
+        else:
+            label = m.label.label
+            if m.how != "fingerprint":
+                label += f" (by {'site key' if m.how == 'site' else 'moved location'})"
+            cites = ", ".join(f"`{c}`" for c in m.label.cites)
+            reason = m.label.reason + (f" ({cites})" if cites else "")
+        out.append(
+            f"| {n} | {md_cell(cell)} | {f['rule']} | {f.get('confidence', '')} | {label} | "
+            f"{md_cell(reason)} |"
+        )
+    if stale:
+        out += [
+            "",
+            "## Labels whose finding is no longer reported",
+            "",
+            "| labelled finding | rule | label | reason |",
+            "|---|---|---|---|",
+        ]
+        for lb in stale:
+            out.append(
+                f"| `{lb.path}:{lb.line}` `{lb.target}` | {lb.rule} | {lb.label} | "
+                f"{md_cell(lb.reason)} |"
+            )
+    if review.meta.get("outro"):
+        out += ["", review.meta["outro"].strip()]
+    return "\n".join(out) + "\n"
+
+
+def toml_str(s: str) -> str:
+    return json.dumps(s, ensure_ascii=False)
+
+
+def skeleton(f: dict) -> str:
+    return "\n".join(
+        [
+            "[[finding]]",
+            f"fingerprint = {toml_str(f.get('fingerprint', ''))}",
+            f"rule = {toml_str(f['rule'])}",
+            f"path = {toml_str(f['path'])}",
+            f"symbol = {toml_str(f.get('symbol', ''))}",
+            f"target = {toml_str(f.get('target', ''))}",
+            f"line = {f['line']}",
+            f"confidence = {toml_str(f.get('confidence', ''))}",
+            'label = ""',
+            'reason = ""',
+            "cites = []",
+            "",
+        ]
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("findings", help="reload-lint check --format json output")
+    ap.add_argument("labels", help="label file (TOML)")
+    ap.add_argument("--check", action="store_true", help="exit 1 if a finding is unlabelled")
+    ap.add_argument("--markdown", metavar="OUT", help="write the review table to OUT")
+    ap.add_argument(
+        "--skeleton", action="store_true", help="print [[finding]] stubs for unlabelled findings"
+    )
+    ap.add_argument(
+        "--sample-list", action="store_true", help="print the sampled findings in rank order"
+    )
+    ap.add_argument("--sources", metavar="ROOT", help="check every cite against this source tree")
+    args = ap.parse_args(argv)
+    try:
+        findings = load_findings(args.findings)
+        review = load_review(args.labels)
+    except InputError as e:
+        print(f"review_precision: {e}", file=sys.stderr)
+        return 2
+    population = len(findings)
+    if review.sample is not None:
+        findings = draw_sample(findings, review.sample)
+    matches = join(findings, review.labels)
+    used = {id(m.label) for m in matches if m.label}
+    stale = [lb for lb in review.labels if id(lb) not in used]
+
+    if args.sample_list:
+        for m in matches:
+            print(describe(m.finding))
+        return 0
+    if args.skeleton:
+        for m in matches:
+            if m.label is None:
+                print(skeleton(m.finding))
+        return 0
+
+    for line in summary_lines(matches, population, review):
+        print(line)
+    fallback = [m for m in matches if m.label and m.how != "fingerprint"]
+    if fallback:
+        print(f"\nmatched without the fingerprint ({len(fallback)}), confirm these labels:")
+        for m in fallback:
+            lb = m.label
+            print(f"  {describe(m.finding)} <- {lb.label} ({m.how}: {lb.path}:{lb.line})")
+    unl = [m for m in matches if m.label is None]
+    if unl:
+        print(f"\nunlabelled ({len(unl)}):")
+        for m in unl:
+            print(f"  {describe(m.finding)} [{m.finding.get('confidence', '')}]")
+    if stale:
+        print(f"\nlabels that match no current finding ({len(stale)}):")
+        for lb in stale:
+            print(
+                f"  {lb.fingerprint or '-'} {lb.rule} {lb.path}:{lb.line} {lb.target} ({lb.label})"
+            )
+    bad = bad_cites(review.labels, args.sources) if args.sources else []
+    if bad:
+        print(f"\nbad cites ({len(bad)}):")
+        for line in bad:
+            print(f"  {line}")
+    if args.markdown:
+        Path(args.markdown).write_text(
+            markdown(matches, population, review, stale), encoding="utf-8"
+        )
+    return 1 if args.check and (unl or bad) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
