@@ -11,7 +11,7 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "1.1"
 TOOL_NAME = "reload-lint"
 
 SEVERITIES = ("error", "warning", "info")
@@ -43,6 +43,15 @@ class Finding:
     trace: list[TraceStep] = field(default_factory=list)
     contract: str = "vllm-layerwise"
     fingerprint: str = ""
+    # Triage (schema 1.1): where the graph-visible read is ("path:line in Class.method"),
+    # a run-once guard / platform scope / condition on the store, what else breaks first
+    # (the next load fails loudly), the allocating backends with where they are chosen, and
+    # the one-line fix that applies. Not part of the fingerprint.
+    reader: str | None = None
+    guard: str | None = None
+    masked: str | None = None
+    backends: list[str] = field(default_factory=list)
+    fix: str = ""
     # Not serialised in the stable part of the schema: set by the suppression layer.
     suppressed: str | None = None
     snippet: str = ""
@@ -65,6 +74,11 @@ class Finding:
             "contract": self.contract,
             "trace": [t.to_json() for t in self.trace],
             "fingerprint": self.fingerprint,
+            "reader": self.reader,
+            "guard": self.guard,
+            "masked": self.masked,
+            "backends": list(self.backends),
+            "fix": self.fix,
         }
         if self.suppressed is not None:
             out["suppressed"] = self.suppressed
@@ -88,6 +102,11 @@ class Finding:
             contract=data.get("contract", "vllm-layerwise"),
             fingerprint=data.get("fingerprint", ""),
             suppressed=data.get("suppressed"),
+            reader=data.get("reader"),
+            guard=data.get("guard"),
+            masked=data.get("masked"),
+            backends=list(data.get("backends") or []),
+            fix=data.get("fix") or "",
         )
 
 

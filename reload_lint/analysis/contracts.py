@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from reload_lint.analysis import triage
 from reload_lint.analysis import values as V
 from reload_lint.analysis.values import AV
 from reload_lint.summaries.torchapi import SHAPE_CHANGING
@@ -166,28 +167,12 @@ class Contract:
         return None
 
     def message(self, rule: str, target: str, v: AV, why: str) -> str:
-        if self.name == "inplace-only":
-            tail = "nothing is copied back after an update, so its storage moves on every update"
-        else:
-            tail = (
-                "reload copies back only layer._parameters/_buffers, so it moves on every reload "
-                "while captured graphs keep the old address"
-            )
-        what = {
-            "RL101": f"`{target}` is assigned a plain tensor created after loading ({why})",
-            "RL102": f"`{target}` keeps a tensor on a non-Module object ({why})",
-            "RL103": f"`{target}` holds a callable that captures a tensor ({why})",
-            "RL104": f"`{target}` holds tensors in a container ({why})",
-            "RL105": f"`{target}` is rebuilt after loading ({why})",
-            "RL106": f"`{target}` swaps storage through `.data` ({why})",
-            "RL107": f"`{target}` holds a detached alias ({why})",
-            "RL108": f"`{target}` is allocated on first forward of an object post-load rebuilds",
-            "RL109": f"`{target}` registers new storage ({why})",
-            "RL201": f"`{target}` caches a value {why} that no reload refreshes",
-        }.get(rule, f"`{target}`: {why}")
-        if rule == "RL201":
-            return what
-        return f"{what}; {tail}"
+        """One sentence (analysis/triage.py); why it moves is the rule page's job."""
+        return triage.message(rule, target, v, why, self.name == "inplace-only")
+
+    def fix(self, rule: str, target: str, v: AV, why: str) -> str:
+        """The one-line fix that applies to this store under this contract."""
+        return triage.fix_for(rule, target, v, why, self.name == "inplace-only")
 
 
 def judge_param_on_module(v: AV, inplace: bool, attr: str | None = None):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 
+from reload_lint.analysis import triage
 from reload_lint.analysis import values as V
 from reload_lint.analysis.calls import CallMixin
 from reload_lint.analysis.exprs import ExprMixin
@@ -134,6 +135,7 @@ class Analyzer(ExprMixin, CallMixin, StoreMixin):
                         f"post-load deletes the registered `{src}`: a reload has nowhere to "
                         "write the new value and the copy keeps the old one"
                     )
+                    fd.fix = triage.fix_for("RL202", fd.target, AV(V.FRESH, src=src), "", False)
 
     # ------------------------------------------------------------------ statements
     def exec_body(self, fr: Frame, body) -> None:

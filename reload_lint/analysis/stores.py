@@ -152,6 +152,7 @@ class StoreMixin:
             confidence=conf or v.conf,
             trace=dedup[:160],
             contract=contract.name,
+            fix=contract.fix(rule, target, v, why),
         )
         return key
 
@@ -186,6 +187,7 @@ class StoreMixin:
                     best = cand
             if best is not None and best[0] > 0:
                 fd.trace.append(TraceStep(best[1], best[3], f"read at apply time in {best[2]}"))
+                fd.reader = f"{best[1]}:{best[3]} in {best[2]}"
             elif best is not None:
                 # another class reads an attribute of this name on its apply path (often the
                 # rebuilt experts/kernel object this one hands the tensor to): weaker evidence

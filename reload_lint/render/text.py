@@ -1,4 +1,5 @@
-"""`path:line:col: CODE message`, the trace indented under it (ruff's shape)."""
+"""`path:line:col: CODE message`, the trace indented under it (ruff's shape), then the
+triage lines: `guard:` / `masked:` when known, `fix:` and `see: reload-lint rule RLxxx`."""
 
 from __future__ import annotations
 
@@ -17,6 +18,12 @@ def render_text(
         if show_trace:
             for step in f.trace:
                 lines.append(f"    {step.path}:{step.line}: {step.note}")
+        for label, value in (("guard", f.guard), ("masked", f.masked)):
+            if value:
+                lines.append(f"    {label}: {value}")
+        if f.fix:
+            lines.append(f"    fix: {f.fix}")
+        lines.append(f"    see: reload-lint rule {f.rule}")
     for e in errors:
         loc = f"{e.path}:{e.line}:" if e.line else f"{e.path}:"
         lines.append(f"{loc} {e.rule} {e.message}")

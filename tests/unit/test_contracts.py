@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from reload_lint.analysis import triage
 from reload_lint.analysis import values as V
 from reload_lint.analysis.contracts import (
     BUILTIN_PRESERVING,
@@ -88,8 +89,19 @@ def test_findings_name_their_contract():
     for contract in CONTRACT_NAMES:
         findings = _run(Config(contract=contract)).findings
         assert findings and {f.contract for f in findings} == {contract}
+
+
+def test_fix_follows_the_contract():
+    """The fix line is chosen per contract: registering is the fix under vllm-layerwise and
+    itself a finding (RL109) under inplace-only, where writing into existing storage is."""
     inplace = _run(Config(contract="inplace-only")).findings
-    assert all("nothing is copied back" in f.message for f in inplace)
+    assert inplace and all(f.fix for f in inplace)
+    assert not [f.fix for f in inplace if f.fix.startswith(triage.REGISTER)]
+    assert any(f.fix.startswith(triage.COPY) for f in inplace if f.rule in ("RL101", "RL109"))
+    layerwise = {(f.path, f.line): f for f in _run(Config(contract="vllm-layerwise")).findings}
+    assert layerwise and all(f.fix for f in layerwise.values())
+    both = [(f, layerwise[f.path, f.line]) for f in inplace if (f.path, f.line) in layerwise]
+    assert any(a.fix != b.fix for a, b in both)
 
 
 def test_copy_or_rebind_body_is_judged_without_declaration():
