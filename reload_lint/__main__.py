@@ -13,6 +13,6 @@ import sys
 if sys.path and sys.path[0] in ("", os.getcwd()) and not getattr(sys.flags, "safe_path", False):
     del sys.path[0]
 
-from reload_lint.cli import main  # noqa: E402
+from reload_lint.cli import main
 
 sys.exit(main())

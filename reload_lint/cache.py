@@ -108,7 +108,7 @@ def _extract_job(args):
         return ("ok", extract_module(text, module, is_pkg))
     except RecursionError:
         return ("err", "RL906", 0, "file too deeply nested to analyse")
-    except Exception as exc:  # noqa: BLE001 - becomes a per-file diagnostic
+    except Exception as exc:  # becomes a per-file diagnostic
         import libcst as cst
 
         if isinstance(exc, cst.ParserSyntaxError):
@@ -285,7 +285,7 @@ class RecordStore:
         try:
             with open(self._pack_path(), "rb") as fh:
                 pack = pickle.load(fh)
-        except Exception:  # noqa: BLE001 - missing, corrupt or foreign: start empty
+        except Exception:  # missing, corrupt or foreign: start empty
             return {}
         if not isinstance(pack, dict) or pack.get("version") != PACK_VERSION:
             return {}
@@ -365,7 +365,7 @@ class RecordStore:
             return None
         try:
             value = pickle.loads(blob)
-        except Exception:  # noqa: BLE001 - a corrupt entry is a miss
+        except Exception:  # a corrupt entry is a miss
             return None
         self.result_hit = True
         return value
@@ -394,7 +394,7 @@ class RecordStore:
             return None
         try:
             res = pickle.loads(blob)
-        except Exception:  # noqa: BLE001 - a corrupt entry is a miss
+        except Exception:  # a corrupt entry is a miss
             return None
         if not isinstance(res, tuple) or not res:
             return None
@@ -565,7 +565,7 @@ class RecordStore:
         if blob is None and pending is not None:
             try:
                 blob = pending.get(timeout=600)
-            except Exception:  # noqa: BLE001 - parse it here instead
+            except Exception:  # parse it here instead
                 blob = None
             with self._lock:
                 self._spec.pop(sf.rel, None)

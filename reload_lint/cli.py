@@ -11,15 +11,7 @@ import argparse
 import sys
 
 from reload_lint import __version__
-
-EXIT_CLEAN = 0
-EXIT_FINDINGS = 1
-EXIT_ERROR = 2
-EXIT_INCOMPLETE = 3
-
-
-class UsageError(Exception):
-    """A whole-run problem reported as one line with exit code 2."""
+from reload_lint.exitcodes import EXIT_ERROR
 
 
 class _Parser(argparse.ArgumentParser):
@@ -106,13 +98,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def codes(values: list[str]) -> list[str]:
-    out: list[str] = []
-    for v in values:
-        out.extend(c.strip().upper() for c in v.split(",") if c.strip())
-    return out
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -130,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_ERROR
     except BrokenPipeError:
         return EXIT_ERROR
-    except Exception as exc:  # noqa: BLE001 - the one place internal errors become exit 2
+    except Exception as exc:  # the one place internal errors become exit 2
         from reload_lint.errors import describe
 
         if debug:

@@ -7,9 +7,9 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from reload_lint.cli import EXIT_CLEAN, EXIT_ERROR, EXIT_FINDINGS, EXIT_INCOMPLETE, codes
 from reload_lint.config import Config, load_config
 from reload_lint.errors import ReloadLintError
+from reload_lint.exitcodes import EXIT_CLEAN, EXIT_ERROR, EXIT_FINDINGS, EXIT_INCOMPLETE
 from reload_lint.findings import FileError, Finding
 
 
@@ -35,13 +35,14 @@ def resolve_targets(args) -> tuple[list[Path], Path]:
 
 def effective_config(args) -> Config:
     cfg = load_config(Path(args.config)) if getattr(args, "config", None) else load_config()
+    from reload_lint.rules import split_codes, validate_codes
+
     if getattr(args, "select", None):
-        cfg.select = codes(args.select)
+        cfg.select = split_codes(args.select)
     if getattr(args, "ignore", None):
-        cfg.ignore = [*cfg.ignore, *codes(args.ignore)]
+        cfg.ignore = [*cfg.ignore, *split_codes(args.ignore)]
     if getattr(args, "contract", None):
         cfg.contract = args.contract
-    from reload_lint.rules import validate_codes
 
     validate_codes([*cfg.select, *cfg.ignore])
     return cfg

@@ -6,10 +6,10 @@ Unknown keys are an error naming the key; a corrupt file is a ConfigError (exit 
 from __future__ import annotations
 
 import fnmatch
-import hashlib
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from reload_lint.errors import ReloadLintError
 
 try:  # Python 3.11+
     import tomllib
@@ -17,7 +17,7 @@ except ModuleNotFoundError:  # pragma: no cover - 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
 
-class ConfigError(Exception):
+class ConfigError(ReloadLintError):
     """A whole-run configuration problem: one line, exit code 2."""
 
 
@@ -36,8 +36,6 @@ DEFAULT_APPLY_NAMES = (
     "apply_router_weight_on_input",
     "run_experts",
 )
-# Names whose own execution happens once per engine (construction time); never roots.
-DEFAULT_ONCE_NAMES = ("create_weights",)
 
 
 @dataclass
@@ -92,17 +90,6 @@ class Config:
                     select = list(pp.select)
                 ignore = [*ignore, *pp.ignore]
         return selected(code, select, ignore)
-
-    def analysis_hash(self) -> str:
-        """Hash of everything that changes analysis results (used in cache keys)."""
-        payload = {
-            "roots": self.all_root_names(),
-            "apply": self.all_apply_names(),
-            "contract": self.contract,
-            "preserving": sorted(self.preserving_helpers),
-            "per_path": [(p.pattern, p.contract) for p in self.per_path],
-        }
-        return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def path_matches(pattern: str, relpath: str) -> bool:

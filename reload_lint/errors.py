@@ -1,4 +1,5 @@
-"""Whole-run errors: one clear line each, exit code 2."""
+"""Whole-run errors: one clear line each, exit code 2. A leaf module: it imports nothing of
+reload_lint, so every other module can raise these (ConfigError and SourceError subclass it)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,7 @@ class ReloadLintError(Exception):
 
 def describe(exc: BaseException) -> str:
     """One line for any exception: ours verbatim, others with their type."""
-    from reload_lint.config import ConfigError
-    from reload_lint.sources import SourceError
-
-    if isinstance(exc, (ReloadLintError, ConfigError, SourceError)):
+    if isinstance(exc, ReloadLintError):
         return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     msg = str(exc).splitlines()[0] if str(exc) else ""
     return f"internal error: {type(exc).__name__}: {msg} (rerun with --debug for a traceback)"

@@ -14,9 +14,6 @@ from dataclasses import dataclass, field
 SCHEMA_VERSION = "1.1"
 TOOL_NAME = "reload-lint"
 
-SEVERITIES = ("error", "warning", "info")
-CONFIDENCES = ("high", "medium", "low")
-
 
 @dataclass(frozen=True)
 class TraceStep:

@@ -113,6 +113,14 @@ RULES: dict[str, Rule] = {
 }
 
 
+def split_codes(values: list[str]) -> list[str]:
+    """`--select RL101,RL2 --select rl3` -> ["RL101", "RL2", "RL3"]."""
+    out: list[str] = []
+    for v in values:
+        out.extend(c.strip().upper() for c in v.split(",") if c.strip())
+    return out
+
+
 def validate_codes(codes: list[str]) -> None:
     """Accept full codes (RL101) and prefixes (RL1, RL10, ALL); reject anything else."""
     for c in codes:
@@ -122,7 +130,9 @@ def validate_codes(codes: list[str]) -> None:
             continue
         if c.startswith("RL") and any(code.startswith(c) for code in RULES):
             continue
-        raise ReloadLintError(f"unknown rule code `{c}`")
+        raise ReloadLintError(
+            f"unknown rule code `{c}` (known: {', '.join(RULES)}, a prefix such as RL1, or ALL)"
+        )
 
 
 def selected(code: str, select: list[str], ignore: list[str]) -> bool:

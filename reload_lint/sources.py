@@ -14,10 +14,12 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from reload_lint.errors import ReloadLintError
+
 PACKAGES = {"vllm": "vllm", "sglang": "sglang"}
 
 
-class SourceError(Exception):
+class SourceError(ReloadLintError):
     """Could not obtain the requested release sources (exit 2)."""
 
 

@@ -33,7 +33,8 @@ except ModuleNotFoundError:  # pragma: no cover - 3.10
 
 MARKER = "reload-lint:"
 
-# `# reload-lint: ignore[RL101, RL102] -- reason`, possibly after other comment text (`# noqa #`).
+# `# reload-lint: ignore[RL101, RL102] -- reason`, possibly after another tool's directive in
+# the same comment.
 _DIRECTIVE = re.compile(r"#\s*reload-lint\s*:(?P<rest>.*)$")
 _IGNORE = re.compile(
     r"^\s*ignore\s*(?:\[(?P<codes>[^\]]*)\])?\s*(?P<sep>--)?(?P<reason>.*)$",

@@ -24,7 +24,7 @@ class CallMixin:
     """Mixed into Analyzer (analysis/interp.py); uses its state and the other rooms' methods."""
 
     # ------------------------------------------------------------------ calls
-    def eval_call(self, fr: Frame, e) -> tuple:  # noqa: C901
+    def eval_call(self, fr: Frame, e) -> tuple:
         func, args_e, kwargs_e, line = e[1], e[2], e[3], e[4]
         # syntactic specials first
         if func == ("n", "super"):
@@ -70,7 +70,7 @@ class CallMixin:
             out = V.union(out, self.call_value(fr, c, args, kwargs, line, e))
         return out or (V.UNK,)
 
-    def method_special(self, fr: Frame, recv, meth, func, args_e, kwargs_e, e):  # noqa: C901
+    def method_special(self, fr: Frame, recv, meth, func, args_e, kwargs_e, e):
         line = e[4]
         if meth in REGISTER and any(b.kind == V.MODULE for b in recv) and len(args_e) >= 2:
             names = self.eval(fr, args_e[0])
@@ -128,7 +128,7 @@ class CallMixin:
             return recv  # in-place: same storage
         return None
 
-    def call_value(self, fr: Frame, c: AV, args, kwargs, line, e) -> tuple:  # noqa: C901
+    def call_value(self, fr: Frame, c: AV, args, kwargs, line, e) -> tuple:
         k = c.kind
         if k == V.REF:
             return self.call_external(fr, c.value, args, kwargs, line, e)
@@ -154,7 +154,7 @@ class CallMixin:
             return (V.UNK,)
         return (V.UNK,)
 
-    def call_external(self, fr: Frame, q: str, args, kwargs, line, e) -> tuple:  # noqa: C901
+    def call_external(self, fr: Frame, q: str, args, kwargs, line, e) -> tuple:
         if q in T.PARTIAL:
             captures = tuple(("arg", a) for a in args[1:]) + tuple((kk, v) for kk, v in kwargs)
             fn = args[0] if args else ()
@@ -277,7 +277,7 @@ class CallMixin:
             return self.eval(sub, body)
         return (V.UNK,)
 
-    def call_function(  # noqa: C901
+    def call_function(
         self,
         fr: Frame,
         mod: str,

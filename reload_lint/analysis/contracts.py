@@ -92,7 +92,7 @@ class Contract:
         return any(_name_matches(p, qualified) for p in self.preserving)
 
     # store judgement -------------------------------------------------------------------
-    def judge_store(self, owner: str, attr: str, v: AV, buffers: set[str], st, fr):  # noqa: C901
+    def judge_store(self, owner: str, attr: str, v: AV, buffers: set[str], st, fr):
         """owner: module | object | held | data. Returns (rule, why) or None."""
         inplace = self.name == "inplace-only"
         if v.value == "empty" and v.kind == V.PARAM:

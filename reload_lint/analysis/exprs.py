@@ -40,7 +40,7 @@ class ExprMixin:
         line = st_or_line if isinstance(st_or_line, int) else st_or_line[1]
         return (AV(V.FRESH, conf=conf, trace=(TraceStep(fr.path, line, note),), src=src),)
 
-    def eval(self, fr: Frame, e, stmt=None) -> tuple:  # noqa: C901
+    def eval(self, fr: Frame, e, stmt=None) -> tuple:
         k = e[0]
         if k == "n":
             return self.eval_name(fr, e[1])
@@ -223,7 +223,7 @@ class ExprMixin:
         self._attr_types[key] = found
         return found
 
-    def eval_attr(self, fr: Frame, base: tuple, attr: str, e) -> tuple:  # noqa: C901
+    def eval_attr(self, fr: Frame, base: tuple, attr: str, e) -> tuple:
         out: tuple = ()
         text = self.render(e)
         stored = fr.heap.get(text)

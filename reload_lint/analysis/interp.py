@@ -144,7 +144,7 @@ class Analyzer(ExprMixin, CallMixin, StoreMixin):
                 self.exec_stmt(fr, st)
             except RecursionError:
                 raise
-            except Exception as exc:  # noqa: BLE001 - one odd statement must not end the analysis
+            except Exception as exc:  # one odd statement must not end the analysis
                 self._incomplete(
                     fr,
                     f"statement at line {st[1]} of {fr.func['qn']} skipped: {type(exc).__name__}",
@@ -287,7 +287,7 @@ class Analyzer(ExprMixin, CallMixin, StoreMixin):
         engine bug) becomes an RL906 row for its file; the other roots still run."""
         try:
             fn(*args)
-        except Exception as exc:  # noqa: BLE001 - RecursionError included
+        except Exception as exc:  # RecursionError included
             what = "nested too deeply" if isinstance(exc, RecursionError) else "internal error"
             msg = f"analysis of {qn} did not complete ({what}: {type(exc).__name__})"
             self.errors.append(FileError("RL906", self.index.path_of(mod), msg, f.get("line", 0)))

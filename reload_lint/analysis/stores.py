@@ -55,7 +55,7 @@ class StoreMixin:
                     fr, base_e[1], base_e[2], cont, st, self.render(tgt), recv=owner, mutate=True
                 )
 
-    def store_attr(  # noqa: C901
+    def store_attr(
         self, fr: Frame, base_e, attr: str, vals: tuple, st, target: str, recv=None, mutate=False
     ) -> None:
         if recv is None:

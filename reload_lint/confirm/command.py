@@ -67,7 +67,7 @@ def run(args) -> int:
     for mod in args.recipes:
         try:
             __import__(mod)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             raise ReloadLintError(f"--recipes {mod}: cannot import ({exc})") from None
     opts = Options(
         device=device,
@@ -84,7 +84,7 @@ def run(args) -> int:
         import vllm
 
         env["vllm"] = getattr(vllm, "__version__", "unknown")
-    except Exception:  # noqa: BLE001
+    except Exception:
         env["vllm"] = None
     env["vllm_reload_api"] = VllmLayerwiseReload.importable() or "importable"
     doc = evidence_document(records, device=device, env=env)

@@ -167,7 +167,7 @@ def reuse_rebuilt(
     def before(self, layer):
         try:
             old = getter(self, layer)
-        except Exception:  # noqa: BLE001 - first load: nothing to reuse yet
+        except Exception:  # first load: nothing to reuse yet
             return None
         return _tensor_attrs(old) if old is not None else None
 

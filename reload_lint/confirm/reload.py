@@ -80,7 +80,7 @@ class VllmLayerwiseReload:
                 initialize_layerwise_reload,
                 record_metadata_for_reloading,
             )
-        except Exception as exc:  # noqa: BLE001 - any import failure means "not available"
+        except Exception as exc:  # any import failure means "not available"
             return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
         return None
 

@@ -116,7 +116,7 @@ def run_child(spec: dict, opts: Options) -> tuple[list[dict], dict]:
 def _kill(proc) -> None:
     try:
         proc.kill()
-    except Exception:  # noqa: BLE001
+    except Exception:
         pass
     proc.join(30)
 
@@ -353,7 +353,7 @@ def confirm(findings: list[Finding], opts: Options) -> list[Evidence]:
                 continue
             try:
                 pre()
-            except Exception as exc:  # noqa: BLE001 - the child reports it properly
+            except Exception as exc:  # the child reports it properly
                 _say(opts, f"preimport of {r.name} failed: {type(exc).__name__}: {exc}")
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
     _say(opts, f"reload-lint confirm: {len(findings)} site(s), children by {_context()._name}")

@@ -226,7 +226,7 @@ def run_site(conn, spec: dict) -> None:
         send("replay", **compare(out, ref), **extra)
         del hold
         send("done")
-    except BaseException as exc:  # noqa: BLE001 - report everything, the parent decides
+    except BaseException as exc:  # report everything, the parent decides
         msg = str(exc).strip().splitlines()
         send(
             stage,
@@ -237,5 +237,5 @@ def run_site(conn, spec: dict) -> None:
     finally:
         try:
             conn.close()
-        except Exception:  # noqa: BLE001
+        except Exception:
             pass

@@ -148,7 +148,7 @@ class _Extractor:
                 self.imports[local] = f"{base}.{name}" if base else name
 
     # ---- expressions -----------------------------------------------------------------
-    def expr(self, node) -> tuple:  # noqa: C901 - one dispatch table
+    def expr(self, node) -> tuple:  # one dispatch table
         if isinstance(node, cst.Name):
             return ("n", node.value)
         if isinstance(node, cst.Attribute):
@@ -200,7 +200,7 @@ class _Extractor:
         if isinstance(node, cst.SimpleString):
             try:
                 return ("k", "str", node.evaluated_value)
-            except Exception:  # noqa: BLE001 - odd literal: keep going
+            except Exception:  # odd literal: keep going
                 return ("k", "str", None)
         if isinstance(node, (cst.ConcatenatedString, cst.FormattedString)):
             return ("k", "str", None)
@@ -296,7 +296,7 @@ class _Extractor:
             base = _cst_dotted(call.args[0].value)
             try:
                 name = call.args[1].value.evaluated_value
-            except Exception:  # noqa: BLE001
+            except Exception:
                 return None
             if base and isinstance(name, str):
                 return (base, name)
@@ -321,7 +321,7 @@ class _Extractor:
             return
         self._compound(node, out, guard, func_qn, cls_qn)
 
-    def _compound(self, node, out: list, guard, func_qn: str, cls_qn: str | None) -> None:  # noqa: C901
+    def _compound(self, node, out: list, guard, func_qn: str, cls_qn: str | None) -> None:
         if isinstance(node, cst.If):
             g = self.lazy_guard(node.test)
             narrowed = _isinstance_test(node.test)
@@ -554,14 +554,14 @@ def _annotation_text(node) -> str:
     if isinstance(node, cst.SimpleString):
         try:
             text = node.evaluated_value
-        except Exception:  # noqa: BLE001
+        except Exception:
             return ""
         return text.split("|")[0].strip() if isinstance(text, str) else ""
     inner = _strip_annotation(node)
     if isinstance(inner, cst.SimpleString) and inner is not node:
         try:
             text = inner.evaluated_value
-        except Exception:  # noqa: BLE001
+        except Exception:
             text = ""
         name = text.split("|")[0].strip() if isinstance(text, str) else ""
         if isinstance(node, cst.Subscript) and _cst_dotted(node.value) in ("type", "Type"):
@@ -665,7 +665,7 @@ class _BodyNames:
         if old is None or (line and (line < old or not old)):
             self.attrs[name] = line
 
-    def _walk(self, root) -> None:  # noqa: C901 - the whole pass
+    def _walk(self, root) -> None:  # the whole pass
         Name, Attribute, Call, AssignTarget = cst.Name, cst.Attribute, cst.Call, cst.AssignTarget
         CSTNode, SimpleString = cst.CSTNode, cst.SimpleString
         loads, stores = self.loads, self.stores
@@ -688,7 +688,7 @@ class _BodyNames:
                     if type(v) is SimpleString:
                         try:
                             s = v.evaluated_value
-                        except Exception:  # noqa: BLE001
+                        except Exception:
                             s = None
                         if isinstance(s, str):
                             self._note(s, node)

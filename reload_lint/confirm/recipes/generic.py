@@ -53,7 +53,7 @@ class GenericRecipe(Recipe):
         module = module_name_for(finding.path)
         try:
             mod = importlib.import_module(module)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             return None, (
                 f"no recipe for {klass}; generic fallback cannot import {module}: "
                 f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
@@ -78,7 +78,7 @@ class GenericRecipe(Recipe):
             return f"{obj.__name__} has no process_weights_after_loading"
         try:
             obj()
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             return f"{obj.__name__}() cannot be constructed without arguments ({exc})"
         return None
 

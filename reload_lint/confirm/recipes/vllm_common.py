@@ -23,7 +23,7 @@ def vllm_unavailable(device: str) -> str | None:
         return "no CUDA device is visible"
     try:
         import vllm  # noqa: F401
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         return f"vLLM is not importable ({type(exc).__name__}: {exc})"
     return None
 

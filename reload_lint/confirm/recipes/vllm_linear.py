@@ -49,7 +49,7 @@ class _VllmRecipe(Recipe):
     def preimport(self) -> None:
         """Parent side: import the heavy modules once, before children fork (no CUDA init)."""
         install_import_shims()
-        import vllm.model_executor.layers.linear  # noqa: F401
+        import vllm.model_executor.layers.linear
         import vllm.model_executor.model_loader.reload  # noqa: F401
 
     def setup(self, device: str) -> None:
@@ -234,7 +234,7 @@ class Fp8MarlinRecipe(_VllmRecipe):
 
     def preimport(self) -> None:
         super().preimport()
-        import vllm.model_executor.kernels.linear.scaled_mm.marlin  # noqa: F401
+        import vllm.model_executor.kernels.linear.scaled_mm.marlin
         import vllm.model_executor.layers.quantization.fp8  # noqa: F401
 
     def setup(self, device: str) -> None:

@@ -152,7 +152,7 @@ class CutlassFp8MoERecipe(Recipe):
 
     def preimport(self) -> None:
         install_import_shims()
-        import vllm.model_executor.layers.fused_moe.experts.cutlass_moe  # noqa: F401
+        import vllm.model_executor.layers.fused_moe.experts.cutlass_moe
         import vllm.model_executor.model_loader.reload  # noqa: F401
 
     def setup(self, device: str) -> None:
