@@ -104,7 +104,7 @@ def message(rule: str, target: str, v: AV, why: str, inplace: bool) -> str:
     return f"{t}: {why}"
 
 
-def fix_for(rule: str, target: str, v: AV, why: str, inplace: bool) -> str:  # noqa: C901
+def fix_for(rule: str, target: str, v: AV, why: str, inplace: bool) -> str:
     """One line naming the fix that applies to this store."""
     base, attr = split_target(target)
     name = attr or "<name>"
