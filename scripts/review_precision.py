@@ -68,6 +68,7 @@ class Label:
     line: int
     fingerprint: str = ""
     confidence: str = ""
+    cause: str = ""
     index: int = 0
 
     @property
@@ -136,6 +137,7 @@ def load_review(path: str) -> Review:
                 line=int(e["line"]),
                 fingerprint=e.get("fingerprint", ""),
                 confidence=e.get("confidence", ""),
+                cause=e.get("cause", ""),
                 index=i,
             )
         )
@@ -270,7 +272,39 @@ def summary_lines(matches: list[Match], population: int, review: Review) -> list
         )
         by_conf.append(f"{conf}: " + " ".join(f"{k} {cc[k]}" for k in LABELS))
     lines.append("by confidence: " + "; ".join(by_conf))
+    causes = Counter(m.label.cause for m in matches if m.label and m.label.cause)
+    if causes:
+        lines.append(
+            "causes: "
+            + ", ".join(f"{k} {n}" for k, n in sorted(causes.items(), key=lambda x: -x[1]))
+        )
+    triage = triage_line(matches)
+    if triage:
+        lines.append(triage)
     return lines
+
+
+def triage_line(matches: list[Match]) -> str:
+    """How the findings' own triage fields (schema 1.1) agree with the labels."""
+    lab = [m for m in matches if m.label]
+    if not any("masked" in m.finding for m in lab):
+        return ""
+    moves = {"real", "masked"}
+
+    def count(pred) -> int:
+        return sum(1 for m in lab if pred(m.label.label, m.finding))
+
+    return (
+        "triage fields vs labels: "
+        f"masked said on {count(lambda k, f: k == 'masked' and f.get('masked'))} of "
+        f"{count(lambda k, f: k == 'masked')} masked, and on "
+        f"{count(lambda k, f: k != 'masked' and f.get('masked'))} others; "
+        f"guard said on {count(lambda k, f: k == 'safe' and f.get('guard'))} of "
+        f"{count(lambda k, f: k == 'safe')} safe, and on "
+        f"{count(lambda k, f: k in moves and f.get('guard'))} real/masked; "
+        f"no reader on {count(lambda k, f: k in moves and not f.get('reader'))} real/masked, "
+        f"a reader on {count(lambda k, f: k == 'safe' and f.get('reader'))} safe"
+    )
 
 
 def md_cell(text: str) -> str:

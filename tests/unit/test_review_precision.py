@@ -63,7 +63,9 @@ def pair(tmp_path):
         + _label("f3", "RL102", K, 12, "self.c", "safe")
         + _label("f4old", "RL105", K, 9, "self.k", "safe")
         + _label("f5old", "RL101", H, 7, "layer.ws", "real", symbol="helper")
-        + _label("f6", "RL101", K, 14, "layer.d", "safe")
+        + _label("f6", "RL101", K, 14, "layer.d", "safe").replace(
+            'label = "safe"', 'label = "safe"\ncause = "run-once guard"'
+        )
         + _label("gone", "RL101", K, 99, "layer.z", "unsure")
     )
     fpath = tmp_path / "findings.json"
@@ -126,6 +128,7 @@ def test_unlabelled_listing_and_check_exit(pair, capsys):
     assert "f7 RL106 pkg/kernels/k.py:15 layer.e.data" in out
     assert "labels that match no current finding (1):" in out and "gone" in out
     assert "f4new RL105" in out and "(site:" in out
+    assert "causes: run-once guard 1" in out
     assert rp.main([str(fpath), str(lpath), "--check"]) == 1
     capsys.readouterr()
     assert rp.main([str(fpath), str(lpath), "--skeleton"]) == 0
@@ -181,3 +184,23 @@ def test_bad_input_and_bad_cites(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "bad cites (2):" in out and f"{K}:3 is past the end (2 lines)" in out
     assert rp.main([*args, "--check"]) == 1
+
+
+def test_triage_fields_compared_with_labels(pair):
+    fpath, lpath = pair
+    findings = rp.load_findings(str(fpath))
+    labels = rp.load_review(str(lpath)).labels
+    assert rp.triage_line(rp.join(findings, labels)) == ""  # schema 1.0: no triage fields
+    for f in findings:
+        f.update(masked=None, guard=None, reader="k.py:1 in K.apply")
+    by_fp = {f["fingerprint"]: f for f in findings}
+    by_fp["f2"]["masked"] = "the next load fails"  # agrees (labelled masked)
+    by_fp["f1"]["masked"] = "the next load fails"  # labelled real
+    by_fp["f3"]["guard"] = "if self.done: return"  # agrees (labelled safe)
+    by_fp["f5new"]["reader"] = None  # real without a reader
+    line = rp.triage_line(rp.join(findings, labels))
+    assert line == (
+        "triage fields vs labels: masked said on 1 of 1 masked, and on 1 others; "
+        "guard said on 1 of 3 safe, and on 0 real/masked; "
+        "no reader on 1 real/masked, a reader on 3 safe"
+    )
