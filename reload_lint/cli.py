@@ -11,6 +11,7 @@ import argparse
 import sys
 
 from reload_lint import __version__
+from reload_lint.config import CONTRACT_CHOICES
 from reload_lint.exitcodes import EXIT_ERROR
 
 
@@ -22,23 +23,104 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_ERROR, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
 
 
+CHECK_EPILOG = """\
+exit codes:
+{codes}
+
+environment:
+  RELOAD_LINT_CACHE        cache root: release sources, downloaded wheels and the index
+                           cache (default: $XDG_CACHE_HOME/reload-lint, else
+                           ~/.cache/reload-lint); --cache-dir overrides the index cache only
+  XDG_CACHE_HOME           see RELOAD_LINT_CACHE
+  RELOAD_LINT_NO_PROGRESS  set to anything to hide the progress line (shown only on a
+                           terminal, after 2 s)
+
+configuration: [tool.reload-lint] in the nearest pyproject.toml (docs/cli.md).
+"""
+
+
+def _jobs(value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid int value: {value!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more worker processes, not {n}")
+    return n
+
+
+def _contract(value: str) -> str:
+    if value not in CONTRACT_CHOICES:
+        raise argparse.ArgumentTypeError(
+            f"unknown reload contract {value!r} (known: {', '.join(CONTRACT_CHOICES)})"
+        )
+    return value
+
+
 def _add_common_check_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("paths", nargs="*", help="files or directories to audit (default: .)")
-    p.add_argument("--vllm", metavar="VERSION", help="audit a released vLLM's sources")
+    p.add_argument(
+        "--vllm",
+        metavar="VERSION",
+        help="audit a released vLLM's sources (downloaded once with pip, never imported)",
+    )
     p.add_argument("--sglang", metavar="VERSION", help="audit a released SGLang's sources")
     p.add_argument(
         "--config", metavar="FILE", help="pyproject.toml to read [tool.reload-lint] from"
     )
-    p.add_argument("--select", action="append", default=[], metavar="CODES")
-    p.add_argument("--ignore", action="append", default=[], metavar="CODES")
-    p.add_argument("--contract", help="reload contract: auto, vllm-layerwise, inplace-only")
+    p.add_argument(
+        "--select",
+        action="append",
+        default=[],
+        metavar="CODES",
+        help="only these rules: comma-separated codes or prefixes (RL101, RL1, ALL); "
+        "repeatable; replaces `select` in config",
+    )
+    p.add_argument(
+        "--ignore",
+        action="append",
+        default=[],
+        metavar="CODES",
+        help="skip these rules (codes or prefixes); adds to `ignore` in config",
+    )
+    p.add_argument(
+        "--contract",
+        type=_contract,
+        metavar="{" + ",".join(CONTRACT_CHOICES) + "}",
+        help="reload contract: auto (the default: inplace-only for SGLang sources, else "
+        "vllm-layerwise), vllm-layerwise or inplace-only",
+    )
     p.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
-    p.add_argument("--cache-dir", metavar="DIR", help="cache location (default: user cache)")
-    p.add_argument("--jobs", "-j", type=int, default=None, help="worker processes (default: cores)")
+    p.add_argument(
+        "--cache-dir",
+        metavar="DIR",
+        help="index cache location (default: $RELOAD_LINT_CACHE/index)",
+    )
+    p.add_argument(
+        "--jobs",
+        "-j",
+        type=_jobs,
+        default=None,
+        metavar="N",
+        help="worker processes for parsing, 1 or more (default: the number of cores)",
+    )
     p.add_argument("--debug", action="store_true", help="show tracebacks for internal errors")
 
 
+def _allowlist_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--allowlist",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="extra allowlist TOML (repeatable), on top of `allowlists` in config and the "
+        "bundled allowlist of the audited codebase",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
+    from reload_lint.exitcodes import DESCRIPTIONS
+
     parser = _Parser(
         prog="reload-lint",
         description="Find tensors that escape weight-reload copy-back and break CUDA graphs.",
@@ -46,30 +128,53 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"reload-lint {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    check = sub.add_parser("check", help="audit sources and report findings")
+    codes = "\n".join(f"  {code}  {text}" for code, text in DESCRIPTIONS)
+    check = sub.add_parser(
+        "check",
+        help="audit sources and report findings",
+        description="Audit sources and report findings. Nothing audited is imported or run.",
+        epilog=CHECK_EPILOG.format(codes=codes),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     _add_common_check_args(check)
     check.add_argument(
-        "--format", default="text", choices=["text", "json", "sarif", "github"], dest="fmt"
+        "--print-source",
+        action="store_true",
+        help="with --vllm/--sglang: fetch the sources if needed, print the folder that holds "
+        "them (finding paths are relative to it) and exit",
+    )
+    check.add_argument(
+        "--format",
+        default="text",
+        choices=["text", "json", "sarif", "github"],
+        dest="fmt",
+        help="report format (default: text); json is the documented findings contract",
     )
     check.add_argument("--output", "-o", metavar="FILE", help="write the report here")
     check.add_argument("--exit-zero", action="store_true", help="exit 0 even with findings")
     check.add_argument("--baseline", metavar="FILE", help="report only findings not in FILE")
-    check.add_argument("--strict-baseline", action="store_true", help="fail on stale entries")
     check.add_argument(
-        "--diff", metavar="REV", help="only findings touching lines changed since REV"
+        "--strict-baseline",
+        action="store_true",
+        help="also fail (exit 1) when the baseline has stale entries",
     )
-    check.add_argument("--show-suppressed", action="store_true")
     check.add_argument(
-        "--allowlist", action="append", default=[], metavar="FILE", help="extra allowlist TOML"
+        "--diff", metavar="REV", help="only findings touching lines changed since REV (git)"
     )
-    check.add_argument("--statistics", action="store_true", help="print counts by rule")
+    check.add_argument(
+        "--show-suppressed",
+        action="store_true",
+        help="also list findings accepted inline or by an allowlist, marked as such",
+    )
+    _allowlist_arg(check)
+    check.add_argument(
+        "--statistics", action="store_true", help="print counts by rule (text format)"
+    )
 
     base = sub.add_parser("baseline", help="record today's findings so `check` fails only on new")
     _add_common_check_args(base)
     base.add_argument("--output", "-o", metavar="FILE", required=True, help="baseline to write")
-    base.add_argument(
-        "--allowlist", action="append", default=[], metavar="FILE", help="extra allowlist TOML"
-    )
+    _allowlist_arg(base)
 
     work = sub.add_parser("worklist", help="render the Markdown worklist (RFC risk-table shape)")
     _add_common_check_args(work)
@@ -80,12 +185,14 @@ def build_parser() -> argparse.ArgumentParser:
     work.add_argument("--output", "-o", metavar="FILE", help="write here (default: stdout)")
     work.add_argument("--title", default="reload-lint worklist", help="heading of the page")
     work.add_argument("--source", default="", help="what was audited, for the page's intro")
-    work.add_argument(
-        "--allowlist", action="append", default=[], metavar="FILE", help="extra allowlist TOML"
-    )
+    _allowlist_arg(work)
 
-    rule = sub.add_parser("rule", help="print a rule's page from the catalog (rules/)")
-    rule.add_argument("code", nargs="?", help="rule code, e.g. RL101 (omit to list all rules)")
+    rule = sub.add_parser("rule", help="print a rule's page from the rule catalog")
+    rule.add_argument(
+        "code",
+        nargs="?",
+        help="rule code or name, e.g. RL101 or unregistered-module-tensor (omit to list all)",
+    )
 
     gen = sub.add_parser("gen-docs", help="generate docs/rules/ from the rule catalog")
     gen.add_argument("--output", "-o", metavar="DIR", help="output directory (default: docs/rules)")

@@ -7,7 +7,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from reload_lint.config import Config, load_config
+from reload_lint.config import CONTRACT_CHOICES, Config, load_config
 from reload_lint.errors import ReloadLintError
 from reload_lint.exitcodes import EXIT_CLEAN, EXIT_ERROR, EXIT_FINDINGS, EXIT_INCOMPLETE
 from reload_lint.findings import FileError, Finding
@@ -24,7 +24,15 @@ def resolve_targets(args) -> tuple[list[Path], Path]:
             raise ReloadLintError("give one of --vllm and --sglang")
         pkg, version = ("vllm", args.vllm) if args.vllm else ("sglang", args.sglang)
         root = release_sources(pkg, version)
+        if not getattr(args, "print_source", False):
+            print(
+                f"reload-lint: {pkg} {version} release sources in {root} "
+                f"(finding paths are relative to it)",
+                file=sys.stderr,
+            )
         return [root / pkg], root
+    if getattr(args, "print_source", False):
+        raise ReloadLintError("--print-source needs --vllm VERSION or --sglang VERSION")
     base = Path.cwd()
     paths = [Path(p) for p in (args.paths or ["."])]
     for p in paths:
@@ -45,6 +53,12 @@ def effective_config(args) -> Config:
         cfg.contract = args.contract
 
     validate_codes([*cfg.select, *cfg.ignore])
+    if cfg.contract not in CONTRACT_CHOICES:
+        where = f"{cfg.source}: " if cfg.source else ""
+        raise ReloadLintError(
+            f"{where}unknown reload contract `{cfg.contract}` "
+            f"(known: {', '.join(CONTRACT_CHOICES)})"
+        )
     return cfg
 
 
@@ -100,7 +114,7 @@ def run_engine(args, cfg: Config, plan: Plan | None = None):
 
     if plan is None:
         plan = plan_targets(args, cfg)
-    return run_check(
+    result = run_check(
         plan.paths,
         cfg,
         base_dir=plan.base,
@@ -109,6 +123,35 @@ def run_engine(args, cfg: Config, plan: Plan | None = None):
         jobs=getattr(args, "jobs", None),
         only_paths=plan.only_paths,
     )
+    rows = [e for e in unanalysed_rows(plan, result) if cfg.rule_enabled(e.path, e.rule)]
+    if rows:
+        result.errors = sorted([*result.errors, *rows], key=lambda e: (e.path, e.line, e.rule))
+    return result
+
+
+def unanalysed_rows(plan: Plan, result) -> list[FileError]:
+    """An RL906 row for each file named on the command line (pre-commit's staged files) that
+    the analysis never reached, so a named file is never reported clean unread. Files with a
+    row already (unreadable, syntax error) keep theirs."""
+    analysed = getattr(result, "analysed", None)
+    if plan.only_paths is None or analysed is None:
+        return []
+    has_row = {e.path for e in result.errors}
+    shadowed = getattr(result, "shadowed", None) or {}
+    rows = []
+    for rel in sorted(plan.only_paths - set(analysed) - has_row):
+        if rel in shadowed:
+            why = (
+                f"`{shadowed[rel]}` has the same module name and was analysed instead "
+                "(audit the two trees in separate runs, or exclude one)"
+            )
+        elif not rel.endswith(".py"):
+            why = "only .py files are analysed"
+        else:
+            why = "it is under a folder reload-lint skips (build, dist, venv, .venv, ...) or "
+            why += "outside `include` in [tool.reload-lint]"
+        rows.append(FileError("RL906", rel, f"named file was not analysed: {why}", 0))
+    return rows
 
 
 def write_output(text: str, output: str | None) -> None:
@@ -304,6 +347,9 @@ def render_report(args, out: GateOutcome, files: int) -> str:
 def cmd_check(args) -> int:
     cfg = effective_config(args)
     plan = plan_targets(args, cfg)
+    if getattr(args, "print_source", False):
+        print(plan.base)  # the release's unpacked root (resolve_targets checked the flags)
+        return EXIT_CLEAN
     changed = None
     if getattr(args, "diff", None):
         from reload_lint.diff import changed_lines
@@ -315,13 +361,32 @@ def cmd_check(args) -> int:
         result = run_engine(args, cfg, plan)
     out = apply_gate(result, cfg, plan, args, changed=changed)
     write_output(render_report(args, out, result.files_scanned), args.output)
-    for note in _gate_notes(out, args.strict_baseline, args.show_suppressed):
+    for note in [
+        *_nothing_analysed(plan, cfg, result),
+        *_gate_notes(out, args.strict_baseline, args.show_suppressed),
+    ]:
         print(note, file=sys.stderr)
     if args.exit_zero:
         return EXIT_CLEAN
     if args.strict_baseline and out.stale:
         return EXIT_FINDINGS
     return exit_code(out.reported, out.errors, False)
+
+
+def _nothing_analysed(plan: Plan, cfg: Config, result) -> list[str]:
+    """One stderr line when the run found no Python file at all: a clean report of nothing
+    must not read like a clean codebase."""
+    if result.files_scanned:
+        return []
+    if plan.only_paths is not None:
+        where = f" in {cfg.source}" if cfg.source else ""
+        why = f"every file named is excluded by `exclude`{where}"
+    else:
+        shown = ", ".join(_relposix(p, plan.base) or str(p) for p in plan.paths)
+        why = f"no Python files under {shown}"
+        if cfg.exclude or cfg.include:
+            why += " (after `include`/`exclude` in [tool.reload-lint])"
+    return [f"reload-lint: nothing analysed: {why}"]
 
 
 @dataclass
@@ -340,6 +405,8 @@ def cmd_baseline(args) -> int:
     plan = plan_targets(args, cfg)
     args.show_suppressed = False
     result = run_engine(args, cfg, plan)
+    for note in _nothing_analysed(plan, cfg, result):
+        print(note, file=sys.stderr)
     out = apply_gate(result, cfg, plan, args, use_baseline=False)
     n = write_baseline(
         Path(args.output), out.reported, _carried_over(Path(args.output), out.errors)
@@ -424,16 +491,29 @@ def cmd_rule(args) -> int:
 
 def cmd_gen_docs(args) -> int:
     """Write docs/rules/ from rules/; with --check, exit 1 when the pages are stale."""
-    from reload_lint.catalog import generate_docs
+    from reload_lint.catalog import default_docs_dir, generate_docs, load_catalog, render_docs
 
-    out_dir = Path(args.output) if args.output else None
+    out_dir = Path(args.output) if args.output else default_docs_dir()
     stale = generate_docs(out_dir, check=args.check)
+    pages = len(render_docs(load_catalog()))
     verb = "stale" if args.check else "wrote"
     for path in stale:
         print(f"reload-lint: {verb} {path}", file=sys.stderr)
-    if args.check and stale:
-        print("reload-lint: docs/rules is stale; run `reload-lint gen-docs`", file=sys.stderr)
-        return EXIT_FINDINGS
+    if args.check:
+        if stale:
+            print(
+                f"reload-lint: checked {pages} pages in {out_dir}: {len(stale)} stale; "
+                "run `reload-lint gen-docs`",
+                file=sys.stderr,
+            )
+            return EXIT_FINDINGS
+        print(f"reload-lint: checked {pages} pages in {out_dir}: up to date", file=sys.stderr)
+        return EXIT_CLEAN
+    if stale:
+        done = f"wrote {len(stale)} of {pages} pages to {out_dir}"
+    else:
+        done = f"all {pages} pages in {out_dir} already up to date; nothing written"
+    print(f"reload-lint: {done}", file=sys.stderr)
     return EXIT_CLEAN
 
 

@@ -21,6 +21,9 @@ class ConfigError(ReloadLintError):
     """A whole-run configuration problem: one line, exit code 2."""
 
 
+# `contract` values: "auto" and the contracts of analysis/contracts.py (kept here, not imported,
+# so parsing arguments stays cheap; a test checks the two agree).
+CONTRACT_CHOICES = ("auto", "vllm-layerwise", "inplace-only")
 DEFAULT_ROOT_NAMES = ("process_weights_after_loading",)
 DEFAULT_APPLY_NAMES = (
     "apply",

@@ -29,6 +29,10 @@ class RunResult:
     suppressions: dict = field(default_factory=dict)
     texts: dict = field(default_factory=dict)
     codebase: str | None = None  # detect_codebase: "vllm", "sglang" or None
+    # the files the analysis could reach (one per module name), and the files it could not
+    # because another file holds the same module name (file -> that other file)
+    analysed: frozenset = frozenset()
+    shadowed: dict = field(default_factory=dict)
 
 
 def _module_name(rel_parts: tuple[str, ...], pkg_dirs: set[tuple[str, ...]]) -> tuple[str, bool]:
@@ -155,6 +159,10 @@ def run_check(
         suppressions=suppressions,
         texts=_Texts(store),
         codebase=detect_codebase(files),
+        analysed=frozenset(sf.rel for sf in by_module.values()),
+        shadowed={
+            sf.rel: by_module[sf.module].rel for sf in files if by_module[sf.module] is not sf
+        },
     )
 
 

@@ -38,35 +38,80 @@ def _find_wheel(wheels: Path, dist: str, version: str) -> Path | None:
     return None
 
 
-def download_wheel(dist: str, version: str) -> Path:
+def pip_download_command(dist: str, version: str, dest: Path, tty: bool) -> list[str]:
+    """pip download of one release wheel, no dependencies. pip prints the wheel's size and,
+    on a terminal, a progress bar with the total."""
+    return [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary",
+        ":all:",
+        "--progress-bar",
+        "on" if tty else "off",
+        "--disable-pip-version-check",
+        f"{dist}=={version}",
+        "-d",
+        str(dest),
+    ]
+
+
+def download_wheel(dist: str, version: str, log=None) -> Path:
+    """The cached release wheel, downloaded once. pip's own output (the wheel's size, and a
+    progress bar on a terminal) is passed through to `log` (default: stderr), since a slow
+    link means minutes of download."""
     wheels = cache_root() / "wheels"
     wheels.mkdir(parents=True, exist_ok=True)
     found = _find_wheel(wheels, dist, version)
     if found:
         return found
-    cmd = [
-        sys.executable,
-        "-m",
-        "pip",
-        "download",
-        "-q",
-        "--no-deps",
-        "--only-binary",
-        ":all:",
-        f"{dist}=={version}",
-        "-d",
-        str(wheels),
-    ]
+    log = sys.stderr if log is None else log
+    tty = _isatty(log)
+    print(
+        f"reload-lint: downloading {dist}=={version} with pip (once; cached in {wheels})",
+        file=log,
+        flush=True,
+    )
+    cmd = pip_download_command(dist, version, wheels, tty)
+    tail = b""
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
-    except (OSError, subprocess.TimeoutExpired) as exc:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        assert proc.stdout is not None
+        while chunk := os.read(proc.stdout.fileno(), 65536):
+            tail = (tail + chunk)[-4096:]
+            _passthrough(log, chunk)
+        returncode = proc.wait()
+    except OSError as exc:
         raise SourceError(f"cannot run pip to download {dist}=={version}: {exc}") from None
     found = _find_wheel(wheels, dist, version)
-    if proc.returncode != 0 or found is None:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()
-        last = tail[-1] if tail else "no output"
+    if returncode != 0 or found is None:
+        lines = [ln for ln in tail.decode("utf-8", "replace").splitlines() if ln.strip()]
+        last = lines[-1].strip() if lines else "no output"
         raise SourceError(f"pip could not download {dist}=={version}: {last}")
     return found
+
+
+def _passthrough(log, chunk: bytes) -> None:
+    try:
+        buf = getattr(log, "buffer", None)
+        if buf is not None:
+            log.flush()
+            buf.write(chunk)
+            buf.flush()
+        else:
+            log.write(chunk.decode("utf-8", "replace"))
+            log.flush()
+    except (OSError, ValueError):
+        pass
+
+
+def _isatty(stream) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, OSError, ValueError):
+        return False
 
 
 def release_sources(package: str, version: str) -> Path:
@@ -80,11 +125,16 @@ def release_sources(package: str, version: str) -> Path:
     wheel = download_wheel(PACKAGES[package], version)
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{package}-{version}-", dir=dest.parent))
+    from reload_lint.progress import Progress
+
+    progress = Progress()
     try:
         with zipfile.ZipFile(wheel) as zf:
-            for name in zf.namelist():
-                if name.startswith(f"{package}/") and name.endswith(".py"):
-                    zf.extract(name, tmp)
+            names = [n for n in zf.namelist() if n.startswith(f"{package}/") and n.endswith(".py")]
+            progress.start(f"unpacking {wheel.name}:", len(names))
+            for name in names:
+                zf.extract(name, tmp)
+                progress.advance()
         (tmp / ".complete").write_text(f"{wheel.name}\n")
         if dest.exists():
             shutil.rmtree(dest)
@@ -92,4 +142,6 @@ def release_sources(package: str, version: str) -> Path:
     except (OSError, zipfile.BadZipFile) as exc:
         shutil.rmtree(tmp, ignore_errors=True)
         raise SourceError(f"cannot unpack {wheel.name}: {exc}") from None
+    finally:
+        progress.close()
     return dest

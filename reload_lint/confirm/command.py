@@ -14,7 +14,7 @@ from reload_lint.errors import ReloadLintError
 
 def add_arguments(p) -> None:
     p.add_argument(
-        "--findings", required=True, metavar="FILE", help="findings JSON (check -f json)"
+        "--findings", required=True, metavar="FILE", help="findings JSON (check --format json)"
     )
     p.add_argument(
         "--site",

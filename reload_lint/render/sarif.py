@@ -149,6 +149,18 @@ def _result(f: Finding, index: dict[str, int], baseline_active: bool) -> dict:
     return res
 
 
+# `%SRCROOT%`, the base of every result path: declared, without a `uri`. SARIF 2.1.0 (3.14.14)
+# lets a producer leave the absolute location out; the report then stays byte-identical across
+# checkouts and machines (docs/bad-input.md), and code scanning resolves the paths against the
+# repository root, which is where `check` runs in CI.
+SRCROOT = {
+    "description": {
+        "text": "The directory reload-lint ran in (the repository root in CI), or for "
+        "--vllm/--sglang the folder `check --print-source` prints."
+    }
+}
+
+
 def build_sarif(
     findings: list[Finding],
     errors: list[FileError],
@@ -183,6 +195,7 @@ def build_sarif(
             }
         ],
         "columnKind": "unicodeCodePoints",
+        "originalUriBaseIds": {"%SRCROOT%": SRCROOT},
         "results": [_result(f, index, baseline_active) for f in findings],
     }
     return {"$schema": SARIF_SCHEMA, "version": "2.1.0", "runs": [run]}

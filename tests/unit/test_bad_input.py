@@ -523,6 +523,7 @@ RUN_CASES: list[RunCase] = [
     RunCase("usage-bad-format", {}, ("check", "pkg", "--format", "xml"), "invalid choice: 'xml'"),
     RunCase("usage-unknown-option", {}, ("check", "pkg", "--bogus"), "unrecognized arguments"),
     RunCase("usage-bad-jobs", {}, ("check", "pkg", "--jobs", "x"), "invalid int value"),
+    RunCase("usage-negative-jobs", {}, ("check", "pkg", "-j", "-3"), "must be 1 or more"),
     RunCase("diff-outside-git", {}, ("check", "pkg", "--diff", "HEAD~1"), "--diff HEAD~1"),
 ]
 

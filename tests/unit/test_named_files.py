@@ -1,0 +1,78 @@
+"""Issue 11, defect 4: a file named on the command line (pre-commit's staged files) is never
+reported clean without being analysed. Whatever keeps it from the analysis (another file with
+the same module name, a folder skipped by default, not a .py file), the run says so with an
+RL906 row for that file and exits 3 (incomplete) instead of 0."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from reload_lint.cli import main
+
+KERNEL = """import torch
+
+
+class K:
+    def process_weights_after_loading(self, layer):
+        layer.ws = torch.empty(4)
+
+    def forward(self, layer, x):
+        return layer.ws + x
+"""
+
+
+@pytest.fixture
+def twins(tmp_path, monkeypatch):
+    """a/pkg and b/pkg: two copies of one package, same module names."""
+    for top in ("a", "b"):
+        (tmp_path / top / "pkg").mkdir(parents=True)
+        (tmp_path / top / "pkg" / "__init__.py").write_text("")
+        (tmp_path / top / "pkg" / "x.py").write_text(KERNEL)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def _run(capsys, *argv):
+    code = main(["check", "--no-cache", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_a_named_file_shadowed_by_a_same_named_module_is_not_reported_clean(twins, capsys):
+    code, out, _ = _run(capsys, "b/pkg/x.py")
+    assert code == 3, out
+    assert "b/pkg/x.py: RL906 named file was not analysed: `a/pkg/x.py` has the same" in out
+    assert "Found 0 findings" in out and "1 file error" in out
+
+
+def test_the_row_is_in_every_format(twins, capsys):
+    code, out, _ = _run(capsys, "--format", "json", "b/pkg/x.py")
+    report = json.loads(out)
+    assert code == 3
+    assert [(e["rule"], e["path"]) for e in report["errors"]] == [("RL906", "b/pkg/x.py")]
+
+
+def test_the_analysed_twin_still_reports_its_findings(twins, capsys):
+    code, out, _ = _run(capsys, "a/pkg/x.py", "b/pkg/x.py")
+    assert code == 1
+    assert "a/pkg/x.py:6:" in out and "b/pkg/x.py: RL906" in out
+
+
+def test_a_named_file_in_a_default_skipped_folder(twins, capsys):
+    (twins / "build").mkdir()
+    (twins / "build" / "gen.py").write_text(KERNEL)
+    code, out, _ = _run(capsys, "build/gen.py")
+    assert code == 3 and "build/gen.py: RL906 named file was not analysed" in out
+
+
+def test_a_named_stub_file(twins, capsys):
+    (twins / "a" / "pkg" / "x.pyi").write_text("def f() -> int: ...\n")
+    code, out, _ = _run(capsys, "a/pkg/x.pyi")
+    assert code == 3 and "only .py files are analysed" in out
+
+
+def test_ignoring_rl906_is_the_users_explicit_choice(twins, capsys):
+    code, _, _ = _run(capsys, "--ignore", "RL906", "b/pkg/x.py")
+    assert code == 0
