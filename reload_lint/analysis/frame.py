@@ -21,6 +21,7 @@ class RootState:
     root: str
     deleted: set[str] = field(default_factory=set)
     derived_findings: list[tuple[str, str]] = field(default_factory=list)  # (finding key, src)
+    cls_key: str | None = None  # the root's class (the reader search starts there)
 
 
 @dataclass

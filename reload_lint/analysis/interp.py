@@ -24,6 +24,7 @@ from reload_lint.analysis.frame import (
     Frame,
     RootState,
 )
+from reload_lint.analysis.readers import ReaderMixin
 from reload_lint.analysis.stores import StoreMixin
 from reload_lint.analysis.values import AV
 from reload_lint.findings import FileError, Finding, TraceStep
@@ -33,7 +34,7 @@ from reload_lint.rules import RULES
 __all__ = ["Analyzer", "Frame", "RootState"]
 
 
-class Analyzer(ExprMixin, CallMixin, StoreMixin):
+class Analyzer(ExprMixin, CallMixin, StoreMixin, ReaderMixin):
     def __init__(self, index: ProjectIndex, root_names, apply_names, contract_for):
         self.index = index
         self.root_names = set(root_names)
@@ -49,6 +50,12 @@ class Analyzer(ExprMixin, CallMixin, StoreMixin):
         self._attr_types: dict[tuple[str, str], str | None] = {}
         self._root_of: dict[tuple, tuple[str, str]] = {}  # finding key -> (root path, root qn)
         self._read_attr: dict[tuple, str] = {}  # finding key -> attribute the graph reads
+        # reader search (analysis/readers.py): finding key -> (store class, root class, names
+        # on the store's path); (class, attr) -> classes seen stored there; class -> reachable
+        self._store_site: dict[tuple, tuple] = {}
+        self._store_site_module: dict[tuple, str] = {}
+        self._held_types: dict[tuple[str, str], set[str]] = {}
+        self._reach: dict[str, list] = {}
         self.cache_modules: list[str] = []  # modules with first-use caches (RL201 candidates)
         self._buffers: set[str] | None = None
         # RL906 rows for roots whose analysis raised (crash guard; see _guarded)
@@ -110,7 +117,7 @@ class Analyzer(ExprMixin, CallMixin, StoreMixin):
 
     def run_root(self, mod: str, qn: str, f: dict) -> None:
         path = self.index.path_of(mod)
-        state = RootState(root=qn)
+        state = RootState(root=qn, cls_key=f"{mod}:{f['cls']}" if f["cls"] else None)
         env = self._entry_env(f, self._self_value(mod, f))
         frame = Frame(
             module=mod,
@@ -305,5 +312,6 @@ class Analyzer(ExprMixin, CallMixin, StoreMixin):
         )
         if where is not None:
             chain = (where,) + chain
-        fr = Frame(mod, path, f, env, f"{mod}:{f['cls']}", 0, mode, chain, RootState(f["qn"]))
+        state = RootState(f["qn"], cls_key=cls_key)
+        fr = Frame(mod, path, f, env, f"{mod}:{f['cls']}", 0, mode, chain, state)
         self.exec_body(fr, f["body"])

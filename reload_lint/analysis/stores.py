@@ -64,6 +64,10 @@ class StoreMixin:
             fr.heap[target] = vals
         contract = self.contract_for(fr.path)
         for r in recv:
+            if r.kind in (V.OBJ, V.MODULE) and r.cls:
+                for v in vals:
+                    if v.kind in (V.OBJ, V.MODULE) and v.cls:
+                        self.note_held(r.cls, attr, v.cls)  # for the reader search
             if r.kind in (V.OBJ, V.MODULE) and fr.constructing and r.oid == fr.constructing:
                 for v in vals:
                     kept = _kept(v)
@@ -117,6 +121,7 @@ class StoreMixin:
             return key
         root = fr.chain[0]
         self._root_of[key] = (root.path, root.note.rsplit(" ", 1)[-1])
+        self.note_store_site(key, fr)
         contract = self.contract_for(fr.path)
         trace = list(v.trace)
         if v.kind == V.CALLABLE:
@@ -155,51 +160,3 @@ class StoreMixin:
             fix=contract.fix(rule, target, v, why),
         )
         return key
-
-    # ------------------------------------------------------------------ graph visibility
-    def add_graph_visibility(self) -> None:
-        readers: dict[str, list[tuple[str, str, dict]]] = {}
-        for rec in self.index.loaded_records():
-            mod = rec["module"]
-            for f in rec["functions"].values():
-                if self.is_apply(f["name"]):
-                    for attr, ln in f["reads"]:
-                        readers.setdefault(attr, []).append((mod, f["qn"], f, ln))
-        for key, fd in self.findings.items():
-            if fd.rule.startswith("RL9"):
-                continue
-            parts = fd.target.split("[", 1)[0].split(".")
-            while len(parts) > 1 and parts[-1] in ("data", "<dynamic>"):
-                parts.pop()
-            attr = self._read_attr.get(key) or parts[-1]
-            if attr.startswith("<"):
-                attr = ""
-            root_path, root_qn = self._root_of.get(key, ("", ""))
-            prefixes = {q.rsplit(".", 1)[0] + "." for q in (fd.symbol, root_qn) if q and "." in q}
-            best = None
-            for mod, qn, _f, ln in readers.get(attr, []):
-                path = self.index.path_of(mod)
-                # same class as the store or as its post-load root, then same file
-                score = 3 * any(qn.startswith(p) for p in prefixes)
-                score += path in (fd.path, root_path)
-                cand = (score, path, qn, ln)
-                if best is None or cand[0] > best[0] or (cand[0] == best[0] and cand < best):
-                    best = cand
-            if best is not None and best[0] > 0:
-                fd.trace.append(TraceStep(best[1], best[3], f"read at apply time in {best[2]}"))
-                fd.reader = f"{best[1]}:{best[3]} in {best[2]}"
-            elif best is not None:
-                # another class reads an attribute of this name on its apply path (often the
-                # rebuilt experts/kernel object this one hands the tensor to): weaker evidence
-                fd.trace.append(
-                    TraceStep(
-                        best[1],
-                        best[3],
-                        f"read at apply time in {best[2]} (matched by attribute name only)",
-                    )
-                )
-            elif fd.rule not in ("RL108", "RL201"):
-                fd.confidence = V.lower(fd.confidence)
-                fd.trace.append(
-                    TraceStep(fd.path, fd.line, "no apply-time read of this attribute found")
-                )

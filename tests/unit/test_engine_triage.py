@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -121,3 +122,130 @@ def test_a_1_0_finding_reads_with_empty_triage_and_the_same_fingerprint():
     compute_fingerprints([f])
     compute_fingerprints([g])
     assert f.fingerprint == g.fingerprint
+
+
+# ---------------------------------------------------------------------- reader evidence
+
+
+def _run(tmp_path: Path, files: dict[str, str], contract: str = "vllm-layerwise"):
+    for rel, text in files.items():
+        p = tmp_path / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(textwrap.dedent(text), encoding="utf-8")
+    return run_check([tmp_path], Config(contract=contract), base_dir=tmp_path, use_cache=False)
+
+
+def _line(files: dict[str, str], rel: str, needle: str) -> int:
+    lines = textwrap.dedent(files[rel]).splitlines()
+    return next(i for i, t in enumerate(lines, start=1) if needle in t)
+
+
+def _by_target(result) -> dict[str, Finding]:
+    return {f.target: f for f in result.findings}
+
+
+READERS = {
+    "pkg/__init__.py": "",
+    "pkg/utils.py": """
+    import torch
+
+
+    class Info:
+        def __init__(self, w, s):
+            self.w = w
+            self.s = s
+
+
+    def build_info(layer):
+        return Info(layer.weight, layer.w_info_scale)
+
+
+    def prepare_layer_for_marlin(layer):
+        layer.w_marlin = torch.argsort(layer.g_idx)
+    """,
+    "pkg/kernel.py": """
+    import torch
+
+
+    class MarlinKernel:
+        def apply_weights(self, layer, x):
+            return x[:, layer.held_perm]
+
+
+    class Unrelated:
+        def apply(self, layer, x):
+            return x * layer.name_only
+    """,
+    "pkg/method.py": """
+    import torch
+
+    from pkg.kernel import MarlinKernel
+    from pkg.utils import build_info, prepare_layer_for_marlin
+
+
+    class Method:
+        def __init__(self):
+            self.kernel = MarlinKernel()
+            self.use_marlin = True
+
+        def create_weights(self, layer: torch.nn.Module) -> None:
+            layer.register_parameter("weight", torch.nn.Parameter(torch.ones(4)))
+            layer.register_parameter("weight_scale", torch.nn.Parameter(torch.ones(4)))
+            layer.register_parameter("g_idx", torch.nn.Parameter(torch.ones(4)))
+
+        def process_weights_after_loading(self, layer: torch.nn.Module) -> None:
+            layer.w_info_scale = layer.weight_scale.float()
+            layer.held_perm = torch.argsort(layer.g_idx)
+            layer.name_only = torch.zeros(4)
+            layer.deep = layer.weight_scale * 2
+            prepare_layer_for_marlin(layer)
+
+        def apply(self, layer, x):
+            if self.use_marlin:
+                return self._apply_marlin(layer, x)
+            return self._apply_aiter(layer, x)
+
+        def _apply_aiter(self, layer, x):
+            return x[:, layer.w_marlin] * layer.deep
+
+        def _apply_marlin(self, layer, x):
+            info = build_info(layer)
+            y = self.kernel.apply_weights(layer, x)
+            return y * info.s + self._helper(layer)[:, layer.w_marlin]
+
+        def _helper(self, layer):
+            return layer.deep
+    """,
+}
+
+
+def test_reader_found_behind_an_info_object_a_held_kernel_and_a_helper(tmp_path):
+    found = _by_target(_run(tmp_path, READERS))
+    # read inside the module-level helper that builds the info object
+    ln = _line(READERS, "pkg/utils.py", "return Info(layer.weight")
+    assert found["layer.w_info_scale"].reader == f"pkg/utils.py:{ln} in build_info"
+    # read by the kernel object the method holds (`self.kernel = MarlinKernel()`)
+    ln = _line(READERS, "pkg/kernel.py", "layer.held_perm]")
+    assert found["layer.held_perm"].reader == f"pkg/kernel.py:{ln} in MarlinKernel.apply_weights"
+    for t in ("layer.w_info_scale", "layer.held_perm"):
+        assert found[t].confidence == "high"
+        assert found[t].trace[-1].note.startswith("read at apply time in ")
+
+
+def test_a_name_match_in_an_unrelated_class_is_not_evidence(tmp_path):
+    f = _by_target(_run(tmp_path, READERS))["layer.name_only"]
+    assert f.reader is None
+    assert f.confidence == "medium"
+    assert not any("Unrelated" in s.note for s in f.trace)
+    assert f.trace[-1].note == "no apply-time read of this attribute found"
+
+
+def test_a_store_on_the_marlin_path_is_not_read_by_the_aiter_path(tmp_path):
+    found = _by_target(_run(tmp_path, READERS))
+    marlin = found["layer.w_marlin"]
+    ln = _line(READERS, "pkg/method.py", "+ self._helper(layer)[:, layer.w_marlin]")
+    assert marlin.reader == f"pkg/method.py:{ln} in Method._apply_marlin"
+    assert "_apply_aiter" not in marlin.trace[-1].note
+    # a store on no backend's path takes the first read the entry reaches
+    ln = _line(READERS, "pkg/method.py", "layer.w_marlin] * layer.deep")
+    assert found["layer.deep"].reader == f"pkg/method.py:{ln} in Method._apply_aiter"
