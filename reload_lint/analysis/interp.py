@@ -54,6 +54,7 @@ class Analyzer(ExprMixin, CallMixin, StoreMixin, ReaderMixin):
         # on the store's path); (class, attr) -> classes seen stored there; class -> reachable
         self._store_site: dict[tuple, tuple] = {}
         self._store_site_module: dict[tuple, str] = {}
+        self._conditional: set[tuple] = set()  # finding keys whose store sits under a guard
         self._held_types: dict[tuple[str, str], set[str]] = {}
         self._reach: dict[str, list] = {}
         self.cache_modules: list[str] = []  # modules with first-use caches (RL201 candidates)
@@ -82,6 +83,7 @@ class Analyzer(ExprMixin, CallMixin, StoreMixin, ReaderMixin):
         self.run_lazy()
         self.run_apply_caches([*modules, *self.cache_modules])
         self.add_graph_visibility()
+        self.finalize_confidence()
         return list(self.findings.values())
 
     def _self_value(self, mod: str, f: dict, construct: bool = False) -> tuple:

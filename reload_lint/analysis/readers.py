@@ -100,12 +100,14 @@ class ReaderMixin:
         if owner_cls and held_cls:
             self._held_types.setdefault((owner_cls, attr), set()).add(held_cls)
 
-    def note_store_site(self, key: tuple, fr) -> None:
+    def note_store_site(self, key: tuple, fr, st) -> None:
         """Remember what the reader search needs about a finding's store."""
         names = [fr.func.get("qn", ""), fr.path.rsplit("/", 1)[-1]]
         names += [s.note.removeprefix("calls ") for s in fr.chain[1:]]
         self._store_site[key] = (fr.cls_key, getattr(fr.root, "cls_key", None), tuple(names))
         self._store_site_module[key] = fr.module
+        if st[0] == "assign" and len(st) > 6 and st[6]:
+            self._conditional.add(key)  # under `if self._x is None:` and the like
 
     # ------------------------------------------------------------------ owner classes
     def _owner_classes(self, keys) -> list[str]:
@@ -257,3 +259,12 @@ class ReaderMixin:
                 fd.trace.append(
                     TraceStep(fd.path, fd.line, "no apply-time read of this attribute found")
                 )
+
+    def finalize_confidence(self) -> None:
+        """Confidence sorts: `high` only for an unconditional store (no guard, no lazy `if`)
+        with a reader found; anything else is at most `medium`. Runs after every fact is in."""
+        for key, fd in self.findings.items():
+            if fd.rule.startswith("RL9") or fd.confidence != "high":
+                continue
+            if fd.reader is None or fd.guard or key in self._conditional:
+                fd.confidence = "medium"

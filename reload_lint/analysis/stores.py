@@ -121,7 +121,7 @@ class StoreMixin:
             return key
         root = fr.chain[0]
         self._root_of[key] = (root.path, root.note.rsplit(" ", 1)[-1])
-        self.note_store_site(key, fr)
+        self.note_store_site(key, fr, st)
         contract = self.contract_for(fr.path)
         trace = list(v.trace)
         if v.kind == V.CALLABLE:

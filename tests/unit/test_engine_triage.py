@@ -249,3 +249,34 @@ def test_a_store_on_the_marlin_path_is_not_read_by_the_aiter_path(tmp_path):
     # a store on no backend's path takes the first read the entry reaches
     ln = _line(READERS, "pkg/method.py", "layer.w_marlin] * layer.deep")
     assert found["layer.deep"].reader == f"pkg/method.py:{ln} in Method._apply_aiter"
+
+
+def test_high_confidence_needs_an_unconditional_store_and_a_reader(tmp_path):
+    files = {
+        "pkg/__init__.py": "",
+        "pkg/k.py": """
+        import torch
+
+
+        class Kernel:
+            def __init__(self):
+                self.ws = None
+
+            def process_weights_after_loading(self, layer: torch.nn.Module) -> None:
+                if self.ws is None:
+                    self.ws = torch.zeros(4)
+                self.buf = torch.zeros(4)
+                self.unread = torch.zeros(4)
+
+            def apply_weights(self, layer, x):
+                return x + self.ws + self.buf
+        """,
+    }
+    found = _by_target(_run(tmp_path, files))
+    assert found["self.buf"].reader and found["self.buf"].confidence == "high"
+    assert found["self.ws"].reader and found["self.ws"].confidence == "medium"
+    assert found["self.unread"].reader is None and found["self.unread"].confidence == "medium"
+    ranks = {"high": 0, "medium": 1, "low": 2}
+    # sorting by confidence puts the unconditional, read store first
+    first = min(found.values(), key=lambda f: ranks[f.confidence])
+    assert first.target == "self.buf"
