@@ -153,12 +153,20 @@ class Row:
             return "; ".join(parts)
         conf = Counter(f.confidence for f in self.findings)
         top = min(conf, key=lambda c: _CONF.index(c) if c in _CONF else len(_CONF))
-        reads = [s for f in self.findings for s in f.trace if "read" in s.note.lower()]
         text = f"static, {top} confidence"
-        if reads:
-            r = reads[0]
-            text += f"; read at {r.path.rsplit('/', 1)[-1]}:{r.line}"
-        return text
+        read = next(filter(None, map(_read_site, self.findings)), "")
+        return text + f"; read at {read}" if read else text
+
+
+def _read_site(f: Finding) -> str:
+    """`file.py:line` of the graph-visible read: the finding's `reader` (schema 1.1), else its
+    trace's "read at ..." step (older findings files); '' when none was found."""
+    if f.reader:
+        where = f.reader.split(" ", 1)[0]
+        path, _, line = where.rpartition(":")
+        return f"{path.rsplit('/', 1)[-1]}:{line}" if path and line.isdigit() else ""
+    step = next((s for s in f.trace if s.note.startswith("read at")), None)
+    return f"{step.path.rsplit('/', 1)[-1]}:{step.line}" if step else ""
 
 
 def _match_order(m: Match) -> tuple[bool, int]:

@@ -751,3 +751,25 @@ def test_one_record_per_backend_of_a_rebuilt_kernel(tmp_path):
     assert _counts(md)["fixed green"] == (1, 0, 0, 1)
     tail = md.split("## Evidence without a static finding", 1)[1]
     assert f"| `{'e' * 20}` |  |  | bug | unread, census | r |" in tail
+
+
+def test_static_read_site_from_reader_never_from_a_no_read_note():
+    store = TraceStep("pkg/k.py", 9, "stored on `layer.t`")
+    unread = finding(
+        "pkg/k.py",
+        9,
+        symbol="K.pwal",
+        trace=[store, TraceStep("pkg/k.py", 9, "no apply-time read of this attribute found")],
+    )
+    assert _cells(_row(render_worklist([unread]), "K"))[5] == "static, high confidence"
+    old = finding(
+        "pkg/k.py",
+        9,
+        symbol="K.pwal",
+        trace=[store, TraceStep("pkg/r.py", 40, "read at apply time in K.apply")],
+    )
+    assert "read at r.py:40" in _row(render_worklist([old]), "K")
+    old.reader = "pkg/q.py:77 in K.forward"  # schema 1.1: the engine's vetted reader wins
+    assert (
+        _cells(_row(render_worklist([old]), "K"))[5] == "static, high confidence; read at q.py:77"
+    )
