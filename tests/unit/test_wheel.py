@@ -9,6 +9,7 @@ Takes ~30 s; it is part of the default pytest run (.ci/run).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -73,10 +74,12 @@ def installed(tmp_path_factory) -> Path:
         assert f"reload_lint/data/rules/{code}.md" in names, f"{code} page not in the wheel"
     assert "reload_lint/data/allowlists/vllm.toml" in names
     venv = tmp / "venv"
-    _run([sys.executable, "-m", "venv", "--system-site-packages", venv], cwd=tmp)
+    # no pip inside the venv (no ensurepip needed): this pip installs into it with --python
+    _run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", venv], tmp)
     bindir = venv / ("Scripts" if os.name == "nt" else "bin")
-    _run([bindir / "python", "-m", "pip", "install", "--no-deps", wheel], cwd=tmp)
-    where = _run([bindir / "python", "-c", "import reload_lint; print(reload_lint.__file__)"], tmp)
+    python = bindir / ("python.exe" if os.name == "nt" else "python")
+    _run([sys.executable, "-m", "pip", "--python", python, "install", "--no-deps", wheel], tmp)
+    where = _run([python, "-c", "import reload_lint; print(reload_lint.__file__)"], tmp)
     assert Path(where.stdout.strip()).resolve().is_relative_to(venv.resolve()), where.stdout
     return bindir
 
@@ -98,3 +101,29 @@ def test_installed_wheel_applies_the_bundled_vllm_allowlist(installed, tmp_path)
         cwd=tmp_path,
     )
     assert "allowlisted (allowlists/vllm.toml#" in shown.stdout
+
+
+@pytest.mark.integration
+def test_installed_wheel_audits_a_release_like_the_source_tree(installed, tmp_path):
+    """`check --vllm 0.25.1` from the wheel equals the source tree's report: the same findings
+    and the same allowlisted sites (the broken wheel reported 92 findings instead of 79)."""
+    from reload_lint.sources import SourceError, release_sources
+
+    try:
+        release_sources("vllm", "0.25.1")
+    except SourceError as exc:
+        pytest.skip(f"vLLM sources unavailable: {exc}")
+    argv = ["check", "--vllm", "0.25.1", "--format", "json", "--show-suppressed", "-j", "2"]
+    ours = subprocess.run(
+        [sys.executable, "-m", "reload_lint", *argv],
+        cwd=tmp_path,
+        env={**_env(), "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    theirs = _run([installed / "reload-lint", *argv], cwd=tmp_path, check=False)
+    assert (ours.returncode, theirs.returncode) == (1, 1), ours.stderr + theirs.stderr
+    a, b = json.loads(ours.stdout), json.loads(theirs.stdout)
+    assert a["summary"]["suppressed"] > 0
+    assert a == b
