@@ -152,6 +152,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     check.add_argument("--output", "-o", metavar="FILE", help="write the report here")
     check.add_argument("--exit-zero", action="store_true", help="exit 0 even with findings")
+    check.add_argument(
+        "--strict",
+        action="store_true",
+        help="also fail (exit 1) on findings with no apply-time reader found (default: warnings)",
+    )
     check.add_argument("--baseline", metavar="FILE", help="report only findings not in FILE")
     check.add_argument(
         "--strict-baseline",

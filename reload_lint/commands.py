@@ -53,6 +53,8 @@ def effective_config(args) -> Config:
         cfg.contract = args.contract
 
     validate_codes([*cfg.select, *cfg.ignore])
+    if getattr(args, "strict", False):
+        cfg.strict = True
     if cfg.contract not in CONTRACT_CHOICES:
         where = f"{cfg.source}: " if cfg.source else ""
         raise ReloadLintError(
@@ -164,10 +166,14 @@ def write_output(text: str, output: str | None) -> None:
         sys.stdout.flush()
 
 
-def exit_code(findings: list[Finding], errors: list[FileError], exit_zero: bool) -> int:
+def exit_code(
+    findings: list[Finding], errors: list[FileError], exit_zero: bool, strict: bool = False
+) -> int:
+    from reload_lint.findings import fails_gate
+
     if exit_zero:
         return EXIT_CLEAN
-    if findings:
+    if any(fails_gate(f, strict) for f in findings):
         return EXIT_FINDINGS
     if errors:
         return EXIT_INCOMPLETE
@@ -312,7 +318,7 @@ def _statistics(findings: list[Finding]) -> str:
     )
 
 
-def render_report(args, out: GateOutcome, files: int) -> str:
+def render_report(args, out: GateOutcome, files: int, strict: bool = False) -> str:
     fmt = args.fmt
     if getattr(args, "statistics", False) and fmt == "text":
         return _statistics(out.shown)
@@ -329,18 +335,20 @@ def render_report(args, out: GateOutcome, files: int) -> str:
     if fmt == "text":
         from reload_lint.render.text import render_text, summary_line
 
-        text = render_text(out.shown, out.errors)
+        text = render_text(out.shown, out.errors, strict=strict)
         if not args.output:
-            text += summary_line(out.reported, out.errors) + "\n"
+            text += summary_line(out.reported, out.errors, strict=strict) + "\n"
         return text
     if fmt == "sarif":
         from reload_lint.render.sarif import render_sarif
 
-        return render_sarif(out.shown, out.errors, baseline_active=out.baseline_active)
+        return render_sarif(
+            out.shown, out.errors, baseline_active=out.baseline_active, strict=strict
+        )
     if fmt == "github":
         from reload_lint.render.github import render_github
 
-        return render_github(out.shown, out.errors)
+        return render_github(out.shown, out.errors, strict=strict)
     raise ReloadLintError(f"unknown --format {fmt}")
 
 
@@ -360,7 +368,7 @@ def cmd_check(args) -> int:
     else:
         result = run_engine(args, cfg, plan)
     out = apply_gate(result, cfg, plan, args, changed=changed)
-    write_output(render_report(args, out, result.files_scanned), args.output)
+    write_output(render_report(args, out, result.files_scanned, cfg.strict), args.output)
     for note in [
         *_nothing_analysed(plan, cfg, result),
         *_gate_notes(out, args.strict_baseline, args.show_suppressed),
@@ -370,7 +378,7 @@ def cmd_check(args) -> int:
         return EXIT_CLEAN
     if args.strict_baseline and out.stale:
         return EXIT_FINDINGS
-    return exit_code(out.reported, out.errors, False)
+    return exit_code(out.reported, out.errors, False, cfg.strict)
 
 
 def _nothing_analysed(plan: Plan, cfg: Config, result) -> list[str]:

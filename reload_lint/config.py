@@ -64,6 +64,7 @@ class Config:
     per_path: list[PerPath] = field(default_factory=list)
     allowlists: list[str] = field(default_factory=list)
     baseline: str | None = None
+    strict: bool = False  # a finding without a reader found fails too (see docs/gate.md)
     source: str | None = None  # the file it came from, for messages
 
     def all_root_names(self) -> tuple[str, ...]:
@@ -134,7 +135,8 @@ _LIST_KEYS = {
     "allowlists",
 }
 _STR_KEYS = {"contract", "baseline"}
-_KNOWN = _LIST_KEYS | _STR_KEYS | {"per-path"}
+_BOOL_KEYS = {"strict"}
+_KNOWN = _LIST_KEYS | _STR_KEYS | _BOOL_KEYS | {"per-path"}
 _PER_PATH_KEYS = {"select", "ignore", "contract"}
 
 
@@ -154,6 +156,10 @@ def parse_table(table: dict, where: str) -> Config:
         attr = key.replace("-", "_")
         if key in _LIST_KEYS:
             setattr(cfg, attr, _str_list(value, key, where))
+        elif key in _BOOL_KEYS:
+            if not isinstance(value, bool):
+                raise ConfigError(f"{where}: `{key}` must be true or false")
+            setattr(cfg, attr, value)
         elif key in _STR_KEYS:
             if not isinstance(value, str):
                 raise ConfigError(f"{where}: `{key}` must be a string")

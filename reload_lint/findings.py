@@ -107,6 +107,17 @@ class Finding:
         )
 
 
+def fails_gate(f: Finding, strict: bool = False) -> bool:
+    """Whether a reported finding fails the gate (exit 1, SARIF `error`, `::error`).
+
+    The gate fails what the design promises: a new graph-visible allocation, i.e. a finding
+    whose apply-time reader was found. One with no reader found is a warning (exit 0), unless
+    `strict` (`--strict`, `[tool.reload-lint] strict = true`). Findings that are not claims
+    about storage (RL9xx notes on suppressions) fail as before.
+    """
+    return strict or f.reader is not None or not f.rule.startswith(("RL1", "RL2"))
+
+
 @dataclass
 class FileError:
     """A per-file problem (RL9xx) or a whole-run note; reported, never raised."""

@@ -8,7 +8,7 @@ additionally `:` and `,` inside properties).
 
 from __future__ import annotations
 
-from reload_lint.findings import FileError, Finding
+from reload_lint.findings import FileError, Finding, fails_gate
 from reload_lint.rules import RULES
 
 _COMMAND = {"error": "error", "warning": "warning", "info": "notice"}
@@ -26,8 +26,10 @@ def _props(**kw) -> str:
     return ",".join(f"{k}={escape_property(str(v))}" for k, v in kw.items() if v not in (None, ""))
 
 
-def annotation(f: Finding) -> str:
+def annotation(f: Finding, strict: bool = False) -> str:
     cmd = "notice" if f.suppressed is not None else _COMMAND.get(f.severity, "warning")
+    if cmd == "error" and not fails_gate(f, strict):
+        cmd = "warning"  # no apply-time reader found: does not fail the gate
     name = RULES[f.rule].name if f.rule in RULES else ""
     title = f"{f.rule} {name}".strip()
     body = f.message
@@ -50,6 +52,6 @@ def error_annotation(e: FileError) -> str:
     return f"::error {props}::{escape_data(f'{e.rule} {e.message}')}"
 
 
-def render_github(findings: list[Finding], errors: list[FileError]) -> str:
-    lines = [annotation(f) for f in findings] + [error_annotation(e) for e in errors]
+def render_github(findings: list[Finding], errors: list[FileError], strict: bool = False) -> str:
+    lines = [annotation(f, strict) for f in findings] + [error_annotation(e) for e in errors]
     return "\n".join(lines) + ("\n" if lines else "")

@@ -16,7 +16,7 @@ from functools import cache
 from pathlib import Path
 
 from reload_lint import __version__
-from reload_lint.findings import TOOL_NAME, FileError, Finding
+from reload_lint.findings import TOOL_NAME, FileError, Finding, fails_gate
 from reload_lint.rules import RULES, catalog_dir
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -103,10 +103,13 @@ def _location(path: str, line: int, column: int = 1, end_line: int | None = None
     }
 
 
-def _result(f: Finding, index: dict[str, int], baseline_active: bool) -> dict:
+def _result(f: Finding, index: dict[str, int], baseline_active: bool, strict: bool) -> dict:
+    level = _LEVEL.get(f.severity, "warning")
+    if level == "error" and not fails_gate(f, strict):
+        level = "warning"  # no apply-time reader found: reported, does not fail the gate
     res: dict = {
         "ruleId": f.rule,
-        "level": _LEVEL.get(f.severity, "warning"),
+        "level": level,
         "message": {"text": f.message},
         "locations": [_location(f.path, f.line, f.column, f.end_line)],
         "partialFingerprints": {FINGERPRINT_KEY: f.fingerprint},
@@ -167,6 +170,7 @@ def build_sarif(
     *,
     baseline_active: bool = False,
     catalog: str | None = None,
+    strict: bool = False,
 ) -> dict:
     codes = sorted(RULES)
     index = {c: i for i, c in enumerate(codes)}
@@ -196,13 +200,17 @@ def build_sarif(
         ],
         "columnKind": "unicodeCodePoints",
         "originalUriBaseIds": {"%SRCROOT%": SRCROOT},
-        "results": [_result(f, index, baseline_active) for f in findings],
+        "results": [_result(f, index, baseline_active, strict) for f in findings],
     }
     return {"$schema": SARIF_SCHEMA, "version": "2.1.0", "runs": [run]}
 
 
 def render_sarif(
-    findings: list[Finding], errors: list[FileError], *, baseline_active: bool = False
+    findings: list[Finding],
+    errors: list[FileError],
+    *,
+    baseline_active: bool = False,
+    strict: bool = False,
 ) -> str:
-    doc = build_sarif(findings, errors, baseline_active=baseline_active)
+    doc = build_sarif(findings, errors, baseline_active=baseline_active, strict=strict)
     return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"

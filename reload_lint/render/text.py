@@ -3,15 +3,23 @@ triage lines: `guard:` / `masked:` when known, `fix:` and `see: reload-lint rule
 
 from __future__ import annotations
 
-from reload_lint.findings import FileError, Finding
+from reload_lint.findings import FileError, Finding, fails_gate
+
+WARNING_TAG = " [warning: no apply-time reader found]"
 
 
 def render_text(
-    findings: list[Finding], errors: list[FileError], *, show_trace: bool = True
+    findings: list[Finding],
+    errors: list[FileError],
+    *,
+    show_trace: bool = True,
+    strict: bool = False,
 ) -> str:
     lines: list[str] = []
     for f in findings:
         tag = f" [suppressed: {f.suppressed}]" if f.suppressed else ""
+        if not f.suppressed and not fails_gate(f, strict):
+            tag += WARNING_TAG
         lines.append(
             f"{f.path}:{f.line}:{f.column}: {f.rule} {f.message} [{f.confidence} confidence]{tag}"
         )
@@ -30,9 +38,12 @@ def render_text(
     return "\n".join(lines) + ("\n" if lines else "")
 
 
-def summary_line(findings: list[Finding], errors: list[FileError]) -> str:
+def summary_line(findings: list[Finding], errors: list[FileError], *, strict: bool = False) -> str:
     n = len(findings)
     parts = [f"{n} finding{'s' if n != 1 else ''}"]
+    warn = sum(1 for f in findings if not fails_gate(f, strict))
+    if warn:
+        parts[0] += f" ({warn} warning{'s' if warn != 1 else ''}: no apply-time reader found)"
     if errors:
         parts.append(f"{len(errors)} file error{'s' if len(errors) != 1 else ''}")
     return "Found " + ", ".join(parts) + "."

@@ -29,6 +29,7 @@ def finding(
     contract="vllm-layerwise",
     message=None,
     snippet=None,
+    reader="pkg/kern.py:40 in Kern.apply",
 ) -> Finding:
     return Finding(
         rule=rule,
@@ -47,6 +48,7 @@ def finding(
             TraceStep(path, line, f"stored on {target}"),
         ],
         contract=contract,
+        reader=reader,
         snippet=snippet if snippet is not None else f"{target} = torch.empty(1)",
     )
 
