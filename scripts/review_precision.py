@@ -13,8 +13,9 @@ finding again in a later run:
 2. the line-free site key (rule, path, symbol, target), for a changed fingerprint; when one
    site key has several labels, the one whose recorded `line` is nearest wins;
 3. a moved location: the label's recorded `path:line` is the finding's location or one of its
-   trace steps, with the same target (the engine moved the report from a shared helper to its
-   caller and kept the helper in the trace). Rule changes are tolerated here.
+   trace steps, with the same attribute path (`mod.x` in a helper is `layer.x` at its caller: the
+   engine moved the report from a shared helper to its caller and kept the helper in the trace).
+   Rule changes are tolerated here.
 
 Matches by 2 and 3 are listed so that a reviewer can confirm them. Findings with no label are
 listed too; with `--check` the exit status is 1 if any exists (2 on bad input).
@@ -161,13 +162,19 @@ def draw_sample(findings: list[dict], sample: dict) -> list[dict]:
     return eligible[: int(sample["size"])]
 
 
+def attr_path(target: str) -> str:
+    """`mod.w13_qweight` -> `w13_qweight`: a helper names the module after its own parameter, the
+    caller after its own, so a moved location compares the attribute path only."""
+    return target.split(".", 1)[1] if "." in target else target
+
+
 def join(findings: list[dict], labels: list[Label]) -> list[Match]:
     by_fp: dict[str, Label] = {lb.fingerprint: lb for lb in labels if lb.fingerprint}
     by_site: dict[tuple, list[Label]] = {}
     by_place: dict[tuple[str, int, str], list[Label]] = {}
     for lb in labels:
         by_site.setdefault(lb.site, []).append(lb)
-        by_place.setdefault((lb.path, lb.line, lb.target), []).append(lb)
+        by_place.setdefault((lb.path, lb.line, attr_path(lb.target)), []).append(lb)
     out = []
     for f in findings:
         lb = by_fp.get(f.get("fingerprint", ""))
@@ -184,7 +191,7 @@ def join(findings: list[dict], labels: list[Label]) -> list[Match]:
         ]
         hit = None
         for p, ln in places:
-            got = by_place.get((p, ln, f.get("target", "")))
+            got = by_place.get((p, ln, attr_path(f.get("target", ""))))
             if got:
                 hit = got[0]
                 break

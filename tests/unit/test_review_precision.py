@@ -53,6 +53,7 @@ def pair(tmp_path):
         _finding("f4new", "RL105", K, 13, "self.k", conf="medium"),  # safe, by site key
         # reported at the caller now; the helper line it was labelled at is in the trace
         _finding("f5new", "RL101", K, 40, "layer.ws", symbol="K.pwal", trace=[(H, 7), (K, 40)]),
+        # the helper called its module `mod`; the caller calls it `layer`
         _finding("f6", "RL101", K, 14, "layer.d"),  # safe, high
         _finding("f7", "RL106", K, 15, "layer.e.data"),  # unlabelled
     ]
@@ -62,7 +63,7 @@ def pair(tmp_path):
         + _label("f2", "RL101", K, 11, "layer.b", "masked")
         + _label("f3", "RL102", K, 12, "self.c", "safe")
         + _label("f4old", "RL105", K, 9, "self.k", "safe")
-        + _label("f5old", "RL101", H, 7, "layer.ws", "real", symbol="helper")
+        + _label("f5old", "RL101", H, 7, "mod.ws", "real", symbol="helper")
         + _label("f6", "RL101", K, 14, "layer.d", "safe").replace(
             'label = "safe"', 'label = "safe"\ncause = "run-once guard"'
         )
