@@ -39,6 +39,7 @@ class Frame:
     blocks: dict = field(default_factory=dict)  # local name -> block path of its last binding
     narrowed: list = field(default_factory=list)  # (name, value before an isinstance narrowing)
     returns: list = field(default_factory=list)
+    line: int = 0  # the statement being executed (trace steps of call-less expressions)
 
 
 def _has_zero_dim(args) -> bool:
@@ -98,7 +99,7 @@ def _conf_of(*groups) -> str:
 
 
 def _line_of(e, fr: Frame) -> int:
-    # the nearest call line inside e, else the function's line
+    # the nearest call line inside e, else the statement's line, else the function's line
     stack = [e]
     while stack:
         x = stack.pop()
@@ -106,7 +107,7 @@ def _line_of(e, fr: Frame) -> int:
             if x[0] == "c" and len(x) > 4 and isinstance(x[4], int):
                 return x[4]
             stack.extend(y for y in x[1:] if isinstance(y, tuple))
-    return fr.func["line"]
+    return fr.line or fr.func["line"]
 
 
 def _kept(v: AV) -> AV | None:

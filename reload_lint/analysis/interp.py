@@ -149,6 +149,7 @@ class Analyzer(ExprMixin, CallMixin, StoreMixin, ReaderMixin):
     # ------------------------------------------------------------------ statements
     def exec_body(self, fr: Frame, body) -> None:
         for st in body:
+            fr.line = st[1]
             try:
                 self.exec_stmt(fr, st)
             except RecursionError:

@@ -280,3 +280,47 @@ def test_high_confidence_needs_an_unconditional_store_and_a_reader(tmp_path):
     # sorting by confidence puts the unconditional, read store first
     first = min(found.values(), key=lambda f: ranks[f.confidence])
     assert first.target == "self.buf"
+
+
+# ---------------------------------------------------------------------- locations and names
+
+
+def test_an_operator_allocation_points_at_the_operator_line(tmp_path):
+    files = {
+        "pkg/__init__.py": "",
+        "pkg/fp8_utils.py": """
+        import torch
+
+
+        def normalize_scale(
+            weight: torch.Tensor,
+            weight_scale: torch.Tensor,
+        ) -> torch.Tensor:
+            weight = weight.view(torch.int8)
+            doubled = weight_scale * 2.0
+            return doubled
+        """,
+        "pkg/m.py": """
+        import torch
+
+        from pkg.fp8_utils import normalize_scale
+
+
+        class M:
+            def create_weights(self, layer: torch.nn.Module) -> None:
+                layer.register_parameter("weight", torch.nn.Parameter(torch.ones(4)))
+                layer.register_parameter("weight_scale", torch.nn.Parameter(torch.ones(1)))
+
+            def process_weights_after_loading(self, layer: torch.nn.Module) -> None:
+                layer.scale2 = normalize_scale(layer.weight, layer.weight_scale)
+
+            def apply(self, layer, x):
+                return x * layer.scale2
+        """,
+    }
+    (f,) = _run(tmp_path, files).findings
+    step = next(s for s in f.trace if "`*` allocates" in s.note)
+    assert (step.path, step.line) == (
+        "pkg/fp8_utils.py",
+        _line(files, "pkg/fp8_utils.py", "weight_scale * 2.0"),
+    )
