@@ -35,12 +35,22 @@ def add_arguments(p) -> None:
     p.add_argument("--no-fix", action="store_true", help="skip the fixed side of each pair")
     p.add_argument("--replay-timeout", type=float, default=30.0, metavar="S")
     p.add_argument("--site-timeout", type=float, default=300.0, metavar="S")
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        metavar="N",
+        help="runs at once (children share the GPU; each has its own allocator); default 1",
+    )
+    p.add_argument(
+        "--log", metavar="FILE", help="also write every progress line (the sweep log) to FILE"
+    )
     p.add_argument("--exit-zero", action="store_true", help="exit 0 even when sites are red")
     p.add_argument("--debug", action="store_true", help="show tracebacks for internal errors")
 
 
 def run(args) -> int:
-    from reload_lint.confirm.sites import load_findings, select_sites
+    from reload_lint.confirm.selection import load_findings, select_sites
 
     findings = load_findings(args.findings)
     sites = select_sites(findings, args.site)
@@ -75,8 +85,16 @@ def run(args) -> int:
         replay_timeout=args.replay_timeout,
         with_fix=not args.no_fix,
         recipe_modules=tuple(args.recipes),
+        jobs=max(1, args.jobs),
     )
-    records = confirm(sites, opts)
+    log = open(args.log, "a", encoding="utf-8") if args.log else None  # noqa: SIM115
+    if log is not None:
+        opts.log = _Tee(log, sys.stderr)
+    try:
+        records = confirm(sites, opts)
+    finally:
+        if log is not None:
+            log.close()
     env = {"torch": torch.__version__}
     if device.startswith("cuda"):
         env["gpu"] = _gpu_name(device)
@@ -92,11 +110,25 @@ def run(args) -> int:
     s = doc["summary"]
     print(
         f"confirmed {len(sites)} site(s), {len(records)} record(s): "
-        f"{s['red']} red, {s['green']} green, {s['inconclusive']} inconclusive -> {args.output}",
+        f"{s['red']} red, {s['green']} green, {s['unread']} unread, "
+        f"{s['inconclusive']} inconclusive -> {args.output}",
         file=sys.stderr,
     )
     red_bug = any(r.verdict == "red" and not r.fixed for r in records)
     return 1 if red_bug and not args.exit_zero else 0
+
+
+class _Tee:
+    def __init__(self, *outs):
+        self.outs = outs
+
+    def write(self, text: str) -> None:
+        for o in self.outs:
+            o.write(text)
+
+    def flush(self) -> None:
+        for o in self.outs:
+            o.flush()
 
 
 def _gpu_name(device: str) -> str:

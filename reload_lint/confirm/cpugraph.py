@@ -28,6 +28,11 @@ def poisoned_like(shape, dtype, device="cpu") -> torch.Tensor:
     return t
 
 
+class IllegalAccess(RuntimeError):
+    """The CPU stand-in of a GPU illegal memory access: an op of the replay failed while reading
+    a captured tensor that had been freed (its bytes are the poison pattern)."""
+
+
 class CpuGraph:
     def __init__(self, recorder: DispatchRecorder, static_out: torch.Tensor):
         if not recorder.keep_log:
@@ -80,7 +85,14 @@ class CpuGraph:
         for func, args, kwargs, out in self._log:
             nargs = tree_map(resolve, args, is_leaf=lambda x: isinstance(x, _Ext))
             nkwargs = tree_map(resolve, kwargs, is_leaf=lambda x: isinstance(x, _Ext))
-            res = func(*nargs, **nkwargs)
+            try:
+                res = func(*nargs, **nkwargs)
+            except (IndexError, RuntimeError) as exc:
+                # an op failing after the replay read a freed captured tensor (directly or
+                # through what earlier ops computed from it)
+                if self.poisoned:
+                    raise IllegalAccess(f"{func} read freed captured storage: {exc}") from exc
+                raise
             flat_out = tree_flatten(out, is_leaf=lambda x: isinstance(x, _Ext))[0]
             for o, r in zip(flat_out, tree_flatten(res)[0], strict=False):
                 if isinstance(o, torch.Tensor):
@@ -107,4 +119,4 @@ def _is_ext(a, external) -> bool:
     return isinstance(a, torch.Tensor) and id(a) in external
 
 
-__all__ = ["CpuGraph", "poisoned_like", "storage_key"]
+__all__ = ["CpuGraph", "IllegalAccess", "poisoned_like", "storage_key"]

@@ -1,7 +1,8 @@
-"""The evidence record: one per (site, side), plain JSON, merged by the worklist by fingerprint.
+"""The evidence record: one per (site, side), plain JSON, merged by the worklist per site.
 
-The schema is documented in docs/runner.md. Fields are only ever added; a breaking change bumps
-EVIDENCE_SCHEMA_VERSION.
+The schema is documented in docs/runner.md. Fields are only ever added (a minor version bump);
+a breaking change bumps the major version of EVIDENCE_SCHEMA_VERSION. ``VERDICTS`` and
+``FAILURES`` are defined here and nowhere else: readers of evidence files import them.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ TIERS = ("replay", "census")
 
 
 @dataclass
-class Evidence:
+class EvidenceRecord:
     """What the runner established about one static finding, on one side of its fix."""
 
     fingerprint: str
@@ -38,15 +39,15 @@ class Evidence:
     line: int
     symbol: str
     target: str
-    verdict: str  # red | green | inconclusive
-    failure: str | None  # livelock | illegal access | stale read | moved | freed | None
+    verdict: str  # one of VERDICTS
+    failure: str | None  # one of FAILURES, or None
     reason: str
     fixed: bool = False
     recipe: str | None = None
     family: str | None = None
     device: str = "cpu"
     reload_path: str | None = None  # "vllm-layerwise" | "simulated-copy-back"
-    fix: str | None = None  # description of the fix applied (fixed side) or isolation fixes
+    fix: str | None = None  # description of the fix applied (fixed side)
     isolation: list[str] = field(default_factory=list)  # sibling fixes applied on the bug side
     census: dict = field(default_factory=dict)
     pressure: dict = field(default_factory=dict)
@@ -54,15 +55,26 @@ class Evidence:
     stages: list[dict] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     elapsed_s: float = 0.0
+    # -- 1.1 ---------------------------------------------------------------------------------
+    tier: str | None = None  # one of TIERS, None when neither ran
+    standins: list[str] = field(default_factory=list)  # ops replaced by stand-ins (census tier)
+    backend: str | None = None  # qualified class of the kernel/experts object vLLM built
+    built: list[str] = field(default_factory=list)  # qualified classes the component built
+    component: str | None = None  # the quant method / scheme / kernel class the harness drove
+    row: str | None = None  # the family table row (confirm/families.py)
 
     def to_json(self) -> dict:
         return asdict(self)
 
 
-def evidence_document(records: list[Evidence], *, device: str, env: dict | None = None) -> dict:
+def evidence_document(
+    records: list[EvidenceRecord], *, device: str, env: dict | None = None
+) -> dict:
     counts = {v: 0 for v in VERDICTS}
+    tiers = {t: 0 for t in (*TIERS, "none")}
     for r in records:
         counts[r.verdict] = counts.get(r.verdict, 0) + 1
+        tiers[r.tier or "none"] += 1
     return {
         "schema_version": EVIDENCE_SCHEMA_VERSION,
         "tool": {"name": "reload-lint", "version": __version__},
@@ -70,6 +82,7 @@ def evidence_document(records: list[Evidence], *, device: str, env: dict | None 
         "environment": {"python": platform.python_version(), **(env or {})},
         "evidence": [r.to_json() for r in records],
         "summary": counts,
+        "tiers": tiers,
     }
 
 

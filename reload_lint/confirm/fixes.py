@@ -1,6 +1,6 @@
 """Fixes for the red/green pairs, applied as monkeypatches inside the runner's child process.
 
-Three shapes, the ones the seeds converged on:
+Four shapes, the ones the seeds converged on:
 
 * ``reuse_storage``: after the post-load hook, copy the freshly computed tensor into the storage
   captured before and keep that one (the upstream ``marlin_make_workspace_new(existing=...)``).
@@ -72,6 +72,8 @@ def reuse_storage(cls: type, target: str, method: str = "process_weights_after_l
 
     def before(self, layer):
         owner = _owner(self, layer, base)
+        # a plain attribute only: registered parameters are the copy-back's business, and
+        # during a reload they are the freshly materialized ones, not the captured storage
         prev = vars(owner).get(attr) if hasattr(owner, "__dict__") else None
         return prev if isinstance(prev, torch.Tensor) and not prev.is_meta else None
 
@@ -200,7 +202,7 @@ def _tensor_attrs(obj, prefix: str = "", depth: int = 0, seen=None) -> dict:
     """name -> (holder, tensor) for plain tensor attributes of obj and nested plain objects."""
     seen = seen if seen is not None else set()
     out: dict = {}
-    if obj is None or id(obj) in seen or depth > 2 or not hasattr(obj, "__dict__"):
+    if obj is None or id(obj) in seen or depth > 4 or not hasattr(obj, "__dict__"):
         return out
     seen.add(id(obj))
     for name, v in list(vars(obj).items()):

@@ -35,6 +35,9 @@ def storage_key(t: torch.Tensor) -> int | None:
         return None
 
 
+_CONTAINERS = ("builtins.", "functools.", "torch.")
+
+
 class DispatchRecorder(TorchDispatchMode):
     """Records the storages ops read during a capture that the capture did not produce.
 
@@ -168,6 +171,22 @@ class Manifest:
                 e.is_input = True
         return m
 
+    def built_classes(self, component: str | None) -> list[str]:
+        """Qualified classes of the objects below ``component`` (a qualified class name) that
+        hold a graph-visible storage: what the component built, as observed at runtime."""
+        if not component:
+            return []
+        out: set[str] = set()
+        for e in self.graph_visible():
+            for hit in e.hits:
+                below = False
+                for st in hit.steps:
+                    if below and st.attr and not st.qual.startswith(_CONTAINERS):
+                        out.add(st.qual)
+                    if st.qual == component:
+                        below = True
+        return sorted(out)
+
     def graph_visible(self) -> list[Entry]:
         """Entries an op read during capture (dispatch), plus walk-only ones when no recorder ran."""
         has_dispatch = any("dispatch" in e.sources for e in self.entries.values())
@@ -208,6 +227,7 @@ class CensusRow:
             "dtype": self.dtype,
             "shape": self.shape,
             "op": self.op,
+            "storage": self.key,
         }
 
 

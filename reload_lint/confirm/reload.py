@@ -24,9 +24,16 @@ VLLM_PATH = "vllm-layerwise"
 SIMULATED_PATH = "simulated-copy-back"
 
 
-def load_weights(model: torch.nn.Module, weights: dict[str, torch.Tensor]) -> None:
-    """Load checkpoint tensors through each parameter's own ``weight_loader`` (vLLM's contract)."""
-    for name, w in weights.items():
+def load_weights(model: torch.nn.Module, weights) -> None:
+    """Load checkpoint tensors through each parameter's own ``weight_loader`` (vLLM's contract).
+
+    ``weights`` is ``{name: tensor}`` (loader called as ``loader(param, tensor)``) or a list of
+    ``(name, tensor, extra_args)`` for loaders that take more (FusedMoE's ``weight_name,
+    shard_id, expert_id``)."""
+    items = weights.items() if isinstance(weights, dict) else weights
+    for item in items:
+        name, w = item[0], item[1]
+        extra = tuple(item[2]) if len(item) > 2 else ()
         try:
             param = model.get_parameter(name)
         except AttributeError:
@@ -34,7 +41,7 @@ def load_weights(model: torch.nn.Module, weights: dict[str, torch.Tensor]) -> No
         loader = getattr(param, "weight_loader", None)
         with torch.no_grad():
             if loader is not None:
-                loader(param, w)
+                loader(param, w, *extra)
             else:
                 param.data.copy_(w)
 

@@ -1,10 +1,13 @@
-"""Parent side: map findings to recipes, run each site in a child under a watchdog, decide.
+"""Parent side: map findings to family rows, run each row's builds in children, decide.
 
-The parent never touches the GPU. Each (site, side) runs in its own child process, which
-streams stage results back; the parent enforces a per-site deadline and a shorter replay
-deadline. A replay that does not return is killed and reported red "livelock"; a child that
-dies or reports a CUDA error during replay is red "illegal access"; a replay that disagrees with
-a cold load of the new weights is red "stale read". Everything a child reported before it hung
+The parent never touches the GPU. A *run* is one child process building one layer of one
+family row on one backend (``pipeline.py``); it serves every finding of that row, since the
+census links each finding's target separately. Per row and backend there is one bug-side run
+(or, for recipes that ask for isolation, one per target with the other targets fixed) and one
+fixed-side run with every fix applied. The parent enforces a per-run deadline and a shorter
+replay deadline: a replay that does not return is killed and reported "livelock"; a child that
+dies during replay, or raises a CUDA error there, is "illegal access"; a replay that disagrees
+with a cold load of the new weights is "stale read". Everything a child reported before it hung
 or died (the census above all) is kept.
 """
 
@@ -13,14 +16,15 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import sys
+import threading
 import time
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 
-from reload_lint.confirm.evidence import Evidence
-from reload_lint.confirm.site import run_site
+from reload_lint.confirm.decide import decide, reach
+from reload_lint.confirm.evidence import EvidenceRecord
+from reload_lint.confirm.pipeline import run_pipeline
 from reload_lint.findings import Finding
-
-CUDA_ERROR_MARKERS = ("illegal memory access", "CUDA error", "cudaError", "misaligned address")
 
 
 @dataclass
@@ -32,15 +36,23 @@ class Options:
     recipe_modules: tuple[str, ...] = ()
     seeds: tuple[int, int] = (1, 2)
     log: object = None  # a file-like for progress lines
+    backends: tuple[str, ...] | None = None  # restrict forced backends (None: the table's)
+    jobs: int = 1  # children run at once (one GPU is shared; each child has its own allocator)
+
+
+#: held while forking a child and while printing, so that no child inherits a lock that a
+#: printing thread of the parent held at the fork
+_FORK_LOCK = threading.Lock()
 
 
 def _say(opts: Options, msg: str) -> None:
     out = opts.log if opts.log is not None else sys.stderr
-    print(msg, file=out, flush=True)
+    with _FORK_LOCK:
+        print(msg, file=out, flush=True)
 
 
 def _context():
-    """fork (children inherit the imported vLLM: no 30-40 s import per site) unless this
+    """fork (children inherit the imported vLLM: no 30-40 s import per run) unless this
     process already holds a CUDA context, which a forked child cannot use."""
     cuda_live = False
     if "torch" in sys.modules:
@@ -53,11 +65,12 @@ def _context():
 
 
 def run_child(spec: dict, opts: Options) -> tuple[list[dict], dict]:
-    """Run one site's pipeline in a child; returns (stage messages, outcome)."""
+    """Run one pipeline in a child; returns (stage messages, outcome)."""
     ctx = _context()
     recv, send = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=run_site, args=(send, spec), daemon=True)
-    proc.start()
+    proc = ctx.Process(target=run_pipeline, args=(send, spec), daemon=True)
+    with _FORK_LOCK:
+        proc.start()
     send.close()
     msgs: list[dict] = []
     outcome = {"status": "ok"}
@@ -131,118 +144,208 @@ def _died(proc, replay_started) -> dict:
     }
 
 
-def _stage(msgs: list[dict], name: str) -> dict | None:
+def stage(msgs: list[dict], name: str) -> dict | None:
     for m in msgs:
         if m["stage"] == name and m.get("ok", True):
             return m
     return None
 
 
-def _failed(msgs: list[dict]) -> dict | None:
+def failed(msgs: list[dict]) -> dict | None:
     for m in msgs:
         if not m.get("ok", True):
             return m
     return None
 
 
-def decide(finding: Finding, msgs: list[dict], outcome: dict, fixed: bool) -> tuple[str, str, str]:
-    """(verdict, failure, reason) from a child's stage messages and how it ended."""
-    census = _stage(msgs, "census")
-    err = _failed(msgs)
-    if census is None:
-        if err is not None:
-            return "inconclusive", None, f"stopped at {err['stage']}: {err['error']}"
-        if outcome["status"] == "timeout":
-            return "inconclusive", None, f"timed out {outcome['stage']}"
-        if outcome["status"] == "died":
-            return (
-                "inconclusive",
-                None,
-                f"child died {outcome['stage']} (exit {outcome['exitcode']})",
-            )
-        return "inconclusive", None, "no census was taken"
-    rows = census["rows"]
-    linked = [r for r in rows if r["path"] in set(census["linked"])]
-    if not linked:
-        seen = sorted({r["path"] for r in rows if r["moved"] or r["freed"]})
-        return (
-            "inconclusive",
-            None,
-            f"target {finding.target} not found among the recorded storages"
-            + (f"; escaped: {', '.join(seen[:6])}" if seen else ""),
-        )
-    freed = [r for r in linked if r["freed"]]
-    moved = [r for r in linked if r["moved"]]
-    escaped = freed or moved
-    others = [
-        r
-        for r in rows
-        if (r["moved"] or r["freed"]) and r["graph_visible"] and r["path"] not in census["linked"]
-    ]
-    # replay outcome
-    replay = _stage(msgs, "replay")
-    rfail, rdetail = None, ""
-    if outcome["status"] == "hang":
-        rfail, rdetail = "livelock", f"replay did not return within {outcome['after_s']}s; killed"
-    elif outcome["status"] == "died" and outcome["stage"] == "replay":
-        rfail = "illegal access"
-        rdetail = f"replay killed the process (exit {outcome['exitcode']})"
-    elif err is not None and err["stage"] == "replay":
-        e = err["error"]
-        if any(m in e for m in CUDA_ERROR_MARKERS):
-            rfail, rdetail = "illegal access", f"replay raised {e}"
+# -- planning ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Site:
+    """A finding and how the runner reaches it."""
+
+    finding: Finding
+    recipes: list = field(default_factory=list)  # Recipe objects, one per backend
+    row: str | None = None
+    canonical: str = ""
+    owner: str | None = None  # the class whose post-load stores the target
+    early: str | None = None  # why no run can answer it (inconclusive before any run)
+
+    def spec_entry(self) -> dict:
+        f = self.finding
+        return {
+            "fingerprint": f.fingerprint,
+            "target": f.target,
+            "symbol": f.symbol,
+            "path": f.path,
+            "canonical": self.canonical,
+        }
+
+
+def plan_site(f: Finding, opts: Options) -> Site:
+    from reload_lint.confirm.families import map_finding, rows_for_finding
+    from reload_lint.confirm.recipes import REGISTRY, get_recipe, load_builtin
+    from reload_lint.confirm.recipes.generic import GenericRecipe
+    from reload_lint.confirm.recipes.vllm_layers import FamilyRecipe
+    from reload_lint.confirm.targets import symbol_class
+
+    load_builtin()
+    site = Site(f)
+    m = map_finding(f)
+    if m.row is not None:
+        row = m.row
+        site.row = row.id
+        recipes = []
+        for r_ in rows_for_finding(f):
+            if r_.layer == "recipe":
+                recipes.append(get_recipe(r_.recipe))
+                continue
+            backends = [b for b in r_.backends if opts.backends is None or b in opts.backends]
+            recipes += [FamilyRecipe(r_, b) for b in backends or ["auto"]]
+        cls = symbol_class(f)
+        if cls in row.kernels:
+            # a class the component builds: the object is rebuilt by the component's post-load
+            site.canonical, site.owner = "self.moe_kernel", row.components[0]
         else:
-            rfail, rdetail = "illegal access", f"replay raised {e} (out-of-bounds read on CPU)"
-    elif replay is not None and not replay["match"]:
-        rfail = "stale read"
-        rdetail = f"replay disagrees with cold load of B (rel err {replay.get('rel')})"
-    elif err is not None:
-        return "inconclusive", None, f"stopped at {err['stage']}: {err['error']}"
-    elif replay is None:
-        return "inconclusive", None, f"replay did not run ({outcome})"
+            site.canonical = recipes[0].canonical_target(f)
+            site.owner = cls or row.components[0]
+    else:
+        r = REGISTRY.find(f)
+        if r is None:
+            r, why = GenericRecipe.for_finding(f)
+            if r is None:
+                site.early = f"{m.how}; {why}"
+                return site
+        recipes = [r]
+        site.canonical = r.canonical_target(f)
+        site.owner = symbol_class(f)
+    usable = []
+    whys = []
+    for r in recipes:
+        why = r.unavailable(opts.device)
+        if why:
+            whys.append(why)
+        else:
+            usable.append(r)
+    if not usable:
+        site.early = whys[0]
+        return site
+    site.recipes = usable
+    return site
 
-    def fmt(r):
-        if r["freed"]:
-            return f"{r['path']} freed (was {r['old_ptr']})"
-        return f"{r['path']} moved {r['old_ptr']} -> {r['new_ptr']}"
 
-    esc_txt = "; ".join(fmt(r) for r in (freed + [m for m in moved if m not in freed])[:4])
-    if escaped:
-        failure = rfail or ("freed" if freed else "moved")
-        reason = esc_txt
-        if rfail:
-            reason += f"; {rdetail}"
-        elif replay is not None and replay["match"]:
-            reason += "; replay still matched cold B (value-identical stale memory)"
-        side = "fix does not hold: " if fixed else ""
-        return "red", failure, side + reason
-    # target stable
-    if rfail is None:
-        extra = f" ({len(others)} other storages escaped)" if others else ""
-        return (
-            "green",
-            None,
-            f"target stable ({len(linked)} storage(s)); replay matches cold B" + (extra),
-        )
+def _base(f: Finding, opts: Options, site: Site) -> dict:
+    return {
+        "fingerprint": f.fingerprint,
+        "rule": f.rule,
+        "path": f.path,
+        "line": f.line,
+        "symbol": f.symbol,
+        "target": f.target,
+        "device": opts.device,
+        "row": site.row,
+    }
+
+
+def _runs_for(recipe, sites: list[Site], opts: Options, fixed: bool) -> list[dict]:
+    """The child specs for one recipe (row + backend) and the sites it serves: the bug side
+    (one run, or one per target when the recipe isolates), or the fixed side (every fix)."""
+    targets = {s.canonical: s.owner for s in sites}
+    fixes = recipe.fixes_for(targets)
+    entries = [s.spec_entry() for s in sites]
+    common = {
+        "recipe": recipe.name,
+        "recipe_modules": list(opts.recipe_modules),
+        "device": opts.device,
+        "targets": targets,
+        "seeds": list(opts.seeds),
+        "watch": sorted({s.finding.path for s in sites}),
+    }
     if fixed:
-        other_txt = ", ".join(fmt(r) for r in others[:4]) or "none recorded"
-        return "red", rfail, f"target stable but {rdetail}; other escaped: {other_txt}"
-    other_txt = ", ".join(fmt(r) for r in others[:4])
-    if others:
-        return (
-            "inconclusive",
-            rfail,
-            f"target stable; {rdetail}, attributable to other escaped storages: {other_txt}",
-        )
-    return "inconclusive", rfail, f"target stable and nothing else escaped, yet {rdetail}"
+        if not any(s.canonical in fixes for s in sites):
+            return []
+        return [{**common, "fixed": True, "fixes": sorted(fixes), "findings": entries}]
+    if recipe.isolate:
+        runs = []
+        for t in sorted(targets):
+            mine = [e for e in entries if e["canonical"] == t]
+            others = sorted(x for x in fixes if x != t)
+            runs.append({**common, "fixed": False, "fixes": others, "findings": mine})
+        return runs
+    return [{**common, "fixed": False, "fixes": [], "findings": entries}]
 
 
-def _summarize_census(census: dict | None) -> dict:
+def _record(site: Site, recipe, spec, msgs, outcome, opts, t0) -> EvidenceRecord | None:
+    f = site.finding
+    fixed = spec["fixed"]
+    reached, why = reach(f, msgs)
+    if not reached:
+        return None
+    verdict, failure, reason = decide(f, msgs, outcome, fixed)
+    load_a = stage(msgs, "load_a") or {}
+    cap = stage(msgs, "capture") or {}
+    fx = stage(msgs, "fixes") or {}
+    pressure = dict(stage(msgs, "pressure") or {})
+    replay = dict(stage(msgs, "replay") or {})
+    if outcome["status"] != "ok":
+        replay["outcome"] = outcome
+    eager = stage(msgs, "eager_b")
+    notes = list(load_a.get("notes", []))
+    if load_a.get("reload_note"):
+        notes.append(f"reload path: {load_a['reload_note']}")
+    if eager is not None and not eager.get("match"):
+        notes.append("eager forward after reload disagrees with cold B")
+    if why:
+        notes.append(why)
+    err = failed(msgs)
+    if err is not None and err.get("tb"):
+        notes.append(f"error at {err['stage']}: {err['error']}")
+    stages = []
+    for m in msgs:
+        s = {"stage": m["stage"], "ok": m.get("ok", True), "t": m.get("t")}
+        if not m.get("ok", True):
+            s["error"] = m.get("error")
+            s["traceback"] = m.get("tb")
+        stages.append(s)
+    census = stage(msgs, "census")
+    tier = load_a.get("tier") if census is not None else None
+    fixes = recipe.fixes_for(spec["targets"])
+    base = _base(f, opts, site)
+    row = getattr(recipe, "row", None)
+    if row is not None:
+        base["row"] = row.id
+    return EvidenceRecord(
+        **base,
+        verdict=verdict,
+        failure=failure,
+        reason=reason,
+        fixed=fixed,
+        recipe=recipe.name,
+        family=recipe.family,
+        reload_path=load_a.get("reload_path"),
+        fix=fixes[site.canonical].description if fixed and site.canonical in fixes else None,
+        isolation=list(fx.get("applied", [])) if not fixed else [],
+        census=summarize_census(census, f.fingerprint),
+        pressure={k: v for k, v in pressure.items() if k not in ("stage", "ok", "t")},
+        replay={k: v for k, v in replay.items() if k not in ("stage", "ok", "t")},
+        stages=stages,
+        notes=notes,
+        elapsed_s=round(time.monotonic() - t0, 2),
+        tier=tier,
+        standins=list(load_a.get("standins", [])),
+        backend=load_a.get("backend"),
+        built=list(cap.get("built", [])),
+        component=load_a.get("component"),
+    )
+
+
+def summarize_census(census: dict | None, fingerprint: str) -> dict:
     if census is None:
         return {}
     rows = census["rows"]
     return {
-        "linked": census["linked"],
+        "linked": census["linked"].get(fingerprint, []),
         "recorded": len(rows),
         "graph_visible": sum(1 for r in rows if r["graph_visible"]),
         "moved": sum(1 for r in rows if r["moved"]),
@@ -251,113 +354,106 @@ def _summarize_census(census: dict | None) -> dict:
     }
 
 
-def confirm_site(finding: Finding, opts: Options) -> list[Evidence]:
-    from reload_lint.confirm.recipes import find_recipe
-
-    base = {
-        "fingerprint": finding.fingerprint,
-        "rule": finding.rule,
-        "path": finding.path,
-        "line": finding.line,
-        "symbol": finding.symbol,
-        "target": finding.target,
-        "device": opts.device,
-    }
-    recipe, why = find_recipe(finding)
-    if recipe is None:
-        return [Evidence(**base, verdict="inconclusive", failure=None, reason=why)]
-    base["recipe"] = recipe.name
-    base["family"] = recipe.family
-    why = recipe.unavailable(opts.device)
-    if why:
-        return [Evidence(**base, verdict="inconclusive", failure=None, reason=why)]
-    target = recipe.canonical_target(finding)
-    fixes = recipe.fixes()
-    others = sorted(t for t in fixes if t != target)
-    sides = [(False, others)]
-    if opts.with_fix and target in fixes:
-        sides.append((True, sorted(fixes)))
-    out = []
-    for fixed, fix_targets in sides:
-        spec = {
-            "recipe": recipe.name,
-            "recipe_modules": list(opts.recipe_modules),
-            "device": opts.device,
-            "fixes": fix_targets,
-            "fixed": fixed,
-            "target": target,
-            "finding": finding.to_json(),
-            "seeds": list(opts.seeds),
-        }
-        t0 = time.monotonic()
-        msgs, outcome = run_child(spec, opts)
-        verdict, failure, reason = decide(finding, msgs, outcome, fixed)
-        load_a = _stage(msgs, "load_a") or {}
-        fx = _stage(msgs, "fixes") or {}
-        pressure = dict(_stage(msgs, "pressure") or {})
-        replay = dict(_stage(msgs, "replay") or {})
-        if outcome["status"] != "ok":
-            replay["outcome"] = outcome
-        eager = _stage(msgs, "eager_b")
-        notes = list(load_a.get("notes", []))
-        if load_a.get("reload_note"):
-            notes.append(f"reload path: {load_a['reload_note']}")
-        if eager is not None and not eager.get("match"):
-            notes.append("eager forward after reload disagrees with cold B")
-        err = _failed(msgs)
-        stages = []
-        for m in msgs:
-            s = {"stage": m["stage"], "ok": m.get("ok", True), "t": m.get("t")}
-            if not m.get("ok", True):
-                s["error"] = m.get("error")
-                s["traceback"] = m.get("tb")
-            stages.append(s)
-        ev = Evidence(
-            **base,
-            verdict=verdict,
-            failure=failure,
-            reason=reason,
-            fixed=fixed,
-            reload_path=load_a.get("reload_path"),
-            fix=fixes[target].description if fixed else None,
-            isolation=[a for a in fx.get("applied", [])] if not fixed else [],
-            census=_summarize_census(_stage(msgs, "census")),
-            pressure={k: v for k, v in pressure.items() if k not in ("stage", "ok", "t")},
-            replay={k: v for k, v in replay.items() if k not in ("stage", "ok", "t")},
-            stages=stages,
-            notes=notes,
-            elapsed_s=round(time.monotonic() - t0, 2),
-        )
-        if err is not None and err.get("tb"):
-            ev.notes.append(f"error at {err['stage']}: {err['error']}")
-        out.append(ev)
-        side = "fixed" if fixed else "bug"
-        _say(
-            opts,
-            f"[{finding.fingerprint[:10]}] {finding.symbol} {finding.target} ({side}): "
-            f"{verdict.upper()}{' ' + failure if failure else ''} - {reason}",
-        )
-    return out
+def _say_record(opts: Options, r: EvidenceRecord) -> None:
+    side = "fixed" if r.fixed else "bug"
+    where = f"{r.row or '-'}@{(r.recipe or '-').rsplit(':', 1)[-1]}"
+    _say(
+        opts,
+        f"[{r.fingerprint[:10]}] {r.rule} {r.symbol} {r.target} ({side}, {where}, "
+        f"tier {r.tier or '-'}): {r.verdict.upper()}{' ' + r.failure if r.failure else ''} "
+        f"- {r.reason}",
+    )
 
 
-def confirm(findings: list[Finding], opts: Options) -> list[Evidence]:
-    from reload_lint.confirm.recipes import REGISTRY, load_builtin
+def confirm(findings: list[Finding], opts: Options) -> list[EvidenceRecord]:
+    from reload_lint.confirm.recipes import load_builtin
 
     for mod in opts.recipe_modules:
         __import__(mod)
     load_builtin()
-    for r in REGISTRY:
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    sites = [plan_site(f, opts) for f in findings]
+    by_recipe: dict[str, tuple[object, list[Site]]] = {}
+    for s in sites:
+        for r in s.recipes:
+            by_recipe.setdefault(r.name, (r, []))[1].append(s)
+    pre_done = set()
+    for r, _ in by_recipe.values():
         pre = getattr(r, "preimport", None)
-        if pre is not None and any(r.matches(f) for f in findings):
-            if r.unavailable(opts.device):
-                continue
+        if pre is not None and type(r) not in pre_done:
+            pre_done.add(type(r))
             try:
                 pre()
             except Exception as exc:  # the child reports it properly
                 _say(opts, f"preimport of {r.name} failed: {type(exc).__name__}: {exc}")
-    os.environ.setdefault("PYTHONUNBUFFERED", "1")
-    _say(opts, f"reload-lint confirm: {len(findings)} site(s), children by {_context()._name}")
-    records: list[Evidence] = []
-    for f in findings:
-        records.extend(confirm_site(f, opts))
-    return records
+    _say(
+        opts,
+        f"reload-lint confirm: {len(findings)} site(s), {len(by_recipe)} build(s), "
+        f"children by {_context()._name}",
+    )
+    records: dict[str, list[EvidenceRecord]] = {s.finding.fingerprint: [] for s in sites}
+    tried: dict[str, list[str]] = {s.finding.fingerprint: [] for s in sites}
+    for s in sites:
+        if s.early is not None:
+            rec = EvidenceRecord(
+                **_base(s.finding, opts, s),
+                verdict="inconclusive",
+                failure=None,
+                reason=s.early,
+            )
+            records[s.finding.fingerprint].append(rec)
+            _say_record(opts, rec)
+    lock = threading.Lock()
+    red_recipes: set[str] = set()
+
+    def one(job):
+        name, recipe, group, spec = job
+        t0 = time.monotonic()
+        msgs, outcome = run_child(spec, opts)
+        served = {e["fingerprint"] for e in spec["findings"]}
+        for s in group:
+            if s.finding.fingerprint not in served:
+                continue
+            rec = _record(s, recipe, spec, msgs, outcome, opts, t0)
+            with lock:
+                if rec is None:
+                    _, why = reach(s.finding, msgs)
+                    tried[s.finding.fingerprint].append(f"{name.rsplit(':', 1)[-1]}: {why}")
+                    continue
+                records[s.finding.fingerprint].append(rec)
+                if rec.verdict == "red" and not rec.fixed:
+                    red_recipes.add(name)
+            _say_record(opts, rec)
+
+    def sweep(fixed: bool) -> None:
+        jobs = [
+            (name, recipe, group, spec)
+            for name, (recipe, group) in by_recipe.items()
+            if not fixed or name in red_recipes
+            for spec in _runs_for(recipe, group, opts, fixed)
+        ]
+        if opts.jobs <= 1:
+            for job in jobs:
+                one(job)
+            return
+        with ThreadPoolExecutor(max_workers=opts.jobs) as pool:
+            list(pool.map(one, jobs))
+
+    sweep(fixed=False)
+    if opts.with_fix:
+        sweep(fixed=True)
+    out: list[EvidenceRecord] = []
+    for s in sites:
+        fp = s.finding.fingerprint
+        if not records[fp]:
+            rec = EvidenceRecord(
+                **_base(s.finding, opts, s),
+                verdict="inconclusive",
+                failure=None,
+                reason="; ".join(dict.fromkeys(tried[fp])) or "no run reached it",
+                recipe=s.recipes[0].name if s.recipes else None,
+            )
+            records[fp].append(rec)
+            _say_record(opts, rec)
+        out.extend(records[fp])
+    return out

@@ -33,6 +33,7 @@ class Step:
     owner: tuple[str, ...]  # class names in the owner's MRO
     label: str  # "workspace", "kw[perm]", "[0]", "<closure:perm>", ...
     attr: bool  # True when label is a plain attribute name
+    qual: str = ""  # the owner's qualified class name (module.Class)
 
 
 @dataclass
@@ -41,12 +42,14 @@ class TensorHit:
     steps: tuple[Step, ...]
     tensor: object = field(repr=False)
 
-    def attr_chain(self) -> list[tuple[tuple[str, ...], str]]:
-        return [(s.owner, s.label) for s in self.steps if s.attr]
-
 
 def _mro_names(obj: object) -> tuple[str, ...]:
     return tuple(c.__name__ for c in type(obj).__mro__)
+
+
+def qualified_class(obj: object) -> str:
+    t = type(obj)
+    return f"{t.__module__}.{t.__qualname__}"
 
 
 def _skip(obj: object) -> bool:
@@ -89,7 +92,7 @@ def walk_tensors(roots: dict[str, object]) -> list[TensorHit]:
             seen.add(id(obj))
             budget[0] -= 1
             for child, label, is_attr in _children(obj):
-                step = Step(_mro_names(obj), label, is_attr)
+                step = Step(_mro_names(obj), label, is_attr, qualified_class(obj))
                 sep = "" if label.startswith("[") else "."
                 nxt.append((child, f"{path}{sep}{label}", (*steps, step), depth + 1))
         queue = nxt

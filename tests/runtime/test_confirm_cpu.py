@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -21,7 +22,7 @@ from reload_lint.confirm.evidence import EVIDENCE_SCHEMA_VERSION  # noqa: E402
 from reload_lint.confirm.recorder import DispatchRecorder, Manifest, take_census  # noqa: E402
 from reload_lint.confirm.reload import SimulatedLayerwiseReload, load_weights  # noqa: E402
 from reload_lint.confirm.runner import Options, confirm  # noqa: E402
-from reload_lint.confirm.sites import load_findings  # noqa: E402
+from reload_lint.confirm.selection import load_findings  # noqa: E402
 from reload_lint.confirm.walk import walk_tensors  # noqa: E402
 from reload_lint.findings import Finding, compute_fingerprints  # noqa: E402
 
@@ -31,7 +32,22 @@ ROOT = Path(__file__).resolve().parents[2]
 MOD = "tests.runtime.fixture_kernels"
 
 
-def finding(symbol: str, target: str, rule: str = "RL102", line: int = 1) -> Finding:
+def store_line(symbol: str, target: str) -> int:
+    """The line of ``target = ...`` inside the symbol's class in the fixture source (the runner
+    checks that the flagged line actually ran)."""
+    lines = Path(fk.__file__).read_text().splitlines()
+    cls = symbol.split(".")[0]
+    start = next((i for i, t in enumerate(lines) if t.startswith(f"class {cls}")), 0)
+    attr = target.rsplit(".", 1)[-1]
+    store = re.compile(rf"\b{re.escape(target)}\s*=|\"{re.escape(attr)}\"")
+    for i in range(start, len(lines)):
+        if store.search(lines[i]):
+            return i + 1
+    return 1
+
+
+def finding(symbol: str, target: str, rule: str = "RL102", line: int | None = None) -> Finding:
+    line = store_line(symbol, target) if line is None else line
     f = Finding(
         rule=rule,
         path=fk.PATH,
@@ -218,10 +234,8 @@ def _findings_file(tmp_path, findings) -> Path:
 
 
 def test_cli_writes_evidence_and_exit_codes(tmp_path):
-    f_red = finding("PartialPermKernel.process_weights_after_loading", "self.act_perm", "RL103", 95)
-    f_green = finding(
-        "RegisteredKernel.process_weights_after_loading", "layer.sort_idx", "RL101", 7
-    )
+    f_red = finding("PartialPermKernel.process_weights_after_loading", "self.act_perm", "RL103")
+    f_green = finding("RegisteredKernel.process_weights_after_loading", "layer.sort_idx", "RL101")
     fp = _findings_file(tmp_path, [f_red, f_green])
     out = tmp_path / "evidence.json"
     r = _cli(
@@ -234,7 +248,9 @@ def test_cli_writes_evidence_and_exit_codes(tmp_path):
     assert ev["fingerprint"] == f_green.fingerprint and ev["verdict"] == "green"
     for key in ("fingerprint", "verdict", "failure", "reason", "fixed"):
         assert key in ev
-    r = _cli("--findings", str(fp), "--recipes", MOD, "--site", f"{fk.PATH}:95", "-o", str(out))
+    r = _cli(
+        "--findings", str(fp), "--recipes", MOD, "--site", f"{fk.PATH}:{f_red.line}", "-o", str(out)
+    )
     assert r.returncode == 1, r.stderr
     doc = json.loads(out.read_text())
     assert {(e["fixed"], e["verdict"]) for e in doc["evidence"]} == {

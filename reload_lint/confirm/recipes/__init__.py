@@ -1,4 +1,7 @@
-"""Harness recipes keyed by kernel family.
+"""Harness recipes: how to build, load and drive one layer. Which recipe a finding gets is
+decided by the family table (``confirm/families.py``); table rows of kind ``moe``/``linear``
+use the generic ``FamilyRecipe`` (``vllm_layers.py``), rows of kind ``recipe`` name one of the
+hand-built recipes below.
 
 Built in: Marlin and Machete mixed-precision linear kernels (through the real AutoGPTQ linear
 method's ``create_weights`` and weight loaders), the dense FP8 Marlin fallback (through the real
@@ -30,6 +33,10 @@ def get_recipe(name: str) -> Recipe:
     for r in REGISTRY:
         if r.name == name:
             return r
+    from reload_lint.confirm.recipes.vllm_layers import PREFIX, FamilyRecipe
+
+    if name.startswith(PREFIX):
+        return FamilyRecipe.from_name(name)
     if name.startswith(GenericRecipe.prefix):
         return GenericRecipe.from_name(name)
     raise KeyError(f"no recipe named {name!r}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from reload_lint.confirm.sites import parse_target, symbol_class
+from reload_lint.confirm.targets import parse_target, symbol_class
 from reload_lint.findings import Finding
 
 
@@ -18,6 +18,16 @@ class Built:
     forward: Callable  # x -> output tensor (what the graph captures)
     roots: dict[str, object] = field(default_factory=dict)  # walk roots (default: layer)
     notes: list[str] = field(default_factory=list)
+    #: the quant method / scheme / kernel class the harness drove (qualified name)
+    component: str | None = None
+    #: the kernel or experts object vLLM built for this layer (qualified class name)
+    backend: str | None = None
+    #: ops replaced by stand-ins; any makes this a census-tier run
+    standins: set[str] = field(default_factory=set)
+
+    @property
+    def tier(self) -> str:
+        return "census" if self.standins else "replay"
 
 
 @dataclass
@@ -76,8 +86,19 @@ class Recipe:
     def setup(self, device: str) -> None:
         """Once per child process, before anything is built."""
 
+    #: bug-side runs one target at a time, the recipe's fixes for every other target applied (a
+    #: failure one storage causes, a livelock, would otherwise mask what another does)
+    isolate = True
+
     def fixes(self) -> dict[str, Fix]:
         return {}
+
+    def fixes_for(self, targets: dict[str, str]) -> dict[str, Fix]:
+        """Fixes for these canonical targets (target -> the class that stores it)."""
+        return self.fixes()
+
+    def finish(self, built: Built) -> None:
+        """After post-load, in the child: record what vLLM built (``built.backend``)."""
 
     def construct(self, device: str) -> Built:
         """Build the model in checkpoint format (called inside ``torch.device(device)``)."""

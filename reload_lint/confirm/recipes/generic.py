@@ -13,7 +13,7 @@ from __future__ import annotations
 import importlib
 
 from reload_lint.confirm.recipes.base import Built, Recipe
-from reload_lint.confirm.sites import symbol_class
+from reload_lint.confirm.targets import symbol_class
 
 
 def module_name_for(path: str) -> str:

@@ -1,4 +1,4 @@
-"""Reading a findings file and choosing the sites to confirm (``--site SELECTOR``)."""
+"""Input side of ``confirm``: read a findings file and choose the sites (``--site SELECTOR``)."""
 
 from __future__ import annotations
 
@@ -93,23 +93,3 @@ def select_sites(findings: list[Finding], selectors: list[str]) -> list[Finding]
         seen.add(f.fingerprint)
         unique.append(f)
     return unique
-
-
-def symbol_class(f: Finding) -> str | None:
-    """The enclosing class of a finding's symbol (``Class.method`` -> ``Class``), if any."""
-    parts = [p for p in f.symbol.split(".") if p and not p.startswith("<")]
-    if len(parts) >= 2 and parts[0][:1].isupper():
-        return parts[0]
-    return None
-
-
-def parse_target(target: str) -> tuple[str, list[str]]:
-    """``self.act_perm`` -> ("self", ["act_perm"]); ``layer.a.b`` -> ("layer", ["a", "b"])."""
-    t = re.sub(r"\s+", "", target)
-    t = re.sub(r"\[[^\]]*\]", "", t)
-    parts = [p for p in t.split(".") if p]
-    if not parts:
-        return "", []
-    if len(parts) == 1:
-        return "", parts
-    return parts[0], parts[1:]

@@ -1,0 +1,475 @@
+"""The family table: which real vLLM configuration reaches each flagged site.
+
+Start here. A finding names a quant method, scheme, kernel, experts class or helper function.
+Each row below is one *family*: a layer kind (``linear``, ``moe``, ``mla``), a quantization
+config built from a minimal checkpoint-style dict (vLLM's own ``from_config``), the classes the
+row drives (``components``: the quant method / scheme / kernel classes; ``kernels``: experts or
+kernel classes those build) and the backends to force where vLLM lets one choose
+(``KernelConfig.moe_backend``). The harness (``recipes/``) builds the layer through vLLM's
+``create_weights``, loads synthetic checkpoint tensors through the parameters' weight loaders,
+runs post-load, captures, reloads through vLLM's layerwise path and replays.
+
+A finding maps to a row generically (``map_finding``), never per site:
+
+1. the class of the finding's symbol (``Fp8MoEMethod._setup_kernel`` -> ``Fp8MoEMethod``) is a
+   row's component or kernel;
+2. else the finding's trace names the post-load root that reaches it (a helper such as
+   ``prepare_fp8_moe_layer_for_marlin`` -> ``post-load root CompressedTensorsW8A8Fp8MoEMethod
+   .process_weights_after_loading``), and that class is a row's component or kernel.
+
+Whether the run actually executed the flagged store is measured, not assumed: the pipeline
+traces the lines run in the finding's file during post-load, and a site whose line did not run
+on any of the row's backends is reported with the guard that skipped it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from reload_lint.confirm.targets import symbol_class_of
+
+_ROOT = re.compile(r"post-load root ([A-Za-z_][\w]*)\.")
+_REACHED = re.compile(r"reached from ([A-Za-z_][\w]*)\.")
+
+
+def _ct(weights: dict, inputs: dict | None, fmt: str, outputs: dict | None = None):
+    group = {"targets": ["Linear"], "weights": weights, "input_activations": inputs}
+    if outputs is not None:
+        group["output_activations"] = outputs
+    return (
+        "compressed-tensors",
+        {
+            "quant_method": "compressed-tensors",
+            "format": fmt,
+            "config_groups": {"group_0": group},
+            "ignore": [],
+        },
+    )
+
+
+def _w(num_bits, type_, strategy, **kw) -> dict:
+    d = {
+        "num_bits": num_bits,
+        "type": type_,
+        "strategy": strategy,
+        "symmetric": True,
+        "dynamic": False,
+        "group_size": None,
+        "block_structure": None,
+        "actorder": None,
+        "observer": "minmax",
+    }
+    d.update(kw)
+    return d
+
+
+def _quark(weight, inp) -> tuple[str, dict]:
+    return (
+        "quark",
+        {
+            "quant_method": "quark",
+            "export": {"kv_cache_group": [], "pack_method": "reorder"},
+            "global_quant_config": {
+                "weight": weight,
+                "input_tensors": inp,
+                "output_tensors": None,
+                "bias": None,
+            },
+            "layer_quant_config": {},
+            "layer_type_quant_config": {},
+            "exclude": [],
+        },
+    )
+
+
+def _qk(dtype, qscheme, dynamic, **kw) -> dict:
+    d = {
+        "dtype": dtype,
+        "qscheme": qscheme,
+        "is_dynamic": dynamic,
+        "ch_axis": 0 if qscheme == "per_channel" else None,
+        "group_size": None,
+        "symmetric": True,
+        "round_method": "half_even",
+        "scale_type": "float",
+        "observer_cls": "PerTensorMinMaxObserver",
+    }
+    d.update(kw)
+    return d
+
+
+FP8_TOKEN = _w(8, "float", "token", dynamic=True)
+INT8_TOKEN = _w(8, "int", "token", dynamic=True)
+
+
+@dataclass(frozen=True)
+class Row:
+    """One family: a layer kind, a config that reaches it, the classes it drives."""
+
+    id: str
+    layer: str  # "moe" | "linear" | "mla" | "recipe" (a hand-built recipe, below)
+    components: tuple[str, ...] = ()  # quant methods / schemes / kernels this row drives
+    kernels: tuple[str, ...] = ()  # experts / kernel classes those build on some backend
+    quant: tuple[str, object] | None = None  # (vLLM quantization name, config dict)
+    backends: tuple[str, ...] = ("auto",)  # KernelConfig.moe_backend values to force
+    recipe: str | None = None  # layer == "recipe": the recipe's name in recipes/
+    #: why this row cannot run on a CUDA machine at all (ROCm-only kernels, ...)
+    unsupported: str | None = None
+    #: why the forward needs stand-ins here (census tier), and for which ops
+    standins: tuple[str, ...] = ()
+    notes: tuple[str, ...] = field(default=())
+
+    def classes(self) -> tuple[str, ...]:
+        return (*self.components, *self.kernels)
+
+
+ROWS: tuple[Row, ...] = (
+    # -- dense linear kernels (hand-built recipes in recipes/vllm_linear.py) ------------------
+    Row(
+        "linear-marlin-gptq",
+        "recipe",
+        components=("MarlinLinearKernel",),
+        recipe="vllm-marlin-gptq-act-order",
+    ),
+    Row(
+        "linear-machete-gptq",
+        "recipe",
+        components=("MacheteLinearKernel",),
+        recipe="vllm-machete-gptq-act-order",
+    ),
+    Row(
+        "linear-fp8-marlin",
+        "recipe",
+        components=("MarlinFP8ScaledMMLinearKernel", "Fp8LinearMethod"),
+        recipe="vllm-fp8-marlin-fallback",
+    ),
+    Row(
+        "linear-fp4-marlin",
+        "recipe",
+        components=("MarlinNvFp4LinearKernel", "MarlinMxFp4LinearKernel"),
+        recipe="vllm-nvfp4-marlin-w4a16",
+    ),
+    Row(
+        "linear-mxfp8-marlin",
+        "recipe",
+        components=("MarlinMxfp8LinearKernel", "ModelOptMxFp8LinearMethod"),
+        recipe="vllm-mxfp8-marlin",
+    ),
+    Row(
+        "linear-ct-wna8o8-int",
+        "linear",
+        components=("CompressedTensorsWNA8O8Int",),
+        quant=_ct(
+            _w(4, "int", "channel"),
+            _w(8, "int", "tensor"),
+            "pack-quantized",
+            outputs=_w(8, "int", "tensor"),
+        ),
+    ),
+    # -- fused MoE ----------------------------------------------------------------------------
+    Row("moe-unquantized", "moe", components=("UnquantizedFusedMoEMethod",), quant=None),
+    Row(
+        "moe-fp8",
+        "moe",
+        components=("Fp8MoEMethod",),
+        quant=("fp8", {"quant_method": "fp8", "activation_scheme": "dynamic"}),
+        backends=("auto", "cutlass", "marlin"),
+    ),
+    Row(
+        "moe-fp8-block",
+        "moe",
+        components=("Fp8MoEMethod",),
+        quant=(
+            "fp8",
+            {
+                "quant_method": "fp8",
+                "activation_scheme": "dynamic",
+                "weight_block_size": [128, 128],
+            },
+        ),
+        backends=("auto", "deep_gemm"),
+    ),
+    Row(
+        "moe-ct-w8a8-fp8",
+        "moe",
+        components=("CompressedTensorsW8A8Fp8MoEMethod",),
+        quant=_ct(_w(8, "float", "channel"), FP8_TOKEN, "float-quantized"),
+        backends=("auto", "triton", "marlin"),
+    ),
+    Row(
+        "moe-ct-w8a8-int8",
+        "moe",
+        components=("CompressedTensorsW8A8Int8MoEMethod",),
+        quant=_ct(_w(8, "int", "channel"), INT8_TOKEN, "int-quantized"),
+    ),
+    Row(
+        "moe-ct-w4a8-int8",
+        "moe",
+        components=("CompressedTensorsW4A8Int8MoEMethod",),
+        quant=_ct(_w(4, "int", "group", group_size=128), INT8_TOKEN, "int-quantized"),
+    ),
+    Row(
+        "moe-ct-w4a8-fp8",
+        "moe",
+        components=("CompressedTensorsW4A8Fp8MoEMethod",),
+        quant=_ct(_w(4, "int", "group", group_size=128), FP8_TOKEN, "int-quantized"),
+    ),
+    Row(
+        "moe-ct-wna16-marlin",
+        "moe",
+        components=("CompressedTensorsWNA16MarlinMoEMethod",),
+        quant=_ct(_w(4, "int", "group", group_size=128), None, "pack-quantized"),
+    ),
+    Row(
+        "moe-ct-wna16-rdna3",
+        "moe",
+        components=("CompressedTensorsWNA16RDNA3MoEMethod",),
+        unsupported=(
+            "CompressedTensorsWNA16RDNA3MoEMethod is built only when current_platform.is_rocm() "
+            "(compressed_tensors_moe.get_moe_method -> rocm_moe_rdna.make_method); its HIP "
+            "kernels do not exist for CUDA"
+        ),
+    ),
+    Row(
+        "moe-ct-nvfp4",
+        "moe",
+        components=("CompressedTensorsW4A4Nvfp4MoEMethod",),
+        quant=_ct(
+            _w(4, "float", "tensor_group", group_size=16),
+            _w(4, "float", "tensor_group", group_size=16, dynamic="local"),
+            "nvfp4-pack-quantized",
+        ),
+        backends=("auto", "marlin"),
+    ),
+    Row(
+        "moe-ct-mxfp4",
+        "moe",
+        components=("CompressedTensorsW4A4Mxfp4MoEMethod",),
+        quant=_ct(
+            _w(4, "float", "group", group_size=32, scale_dtype="torch.uint8", zp_dtype=None),
+            None,
+            "mxfp4-pack-quantized",
+        ),
+        backends=("auto", "marlin"),
+    ),
+    Row(
+        "moe-ct-mxfp8",
+        "moe",
+        components=("CompressedTensorsW8A8Mxfp8MoEMethod",),
+        quant=_ct(
+            _w(8, "float", "group", group_size=32, scale_dtype="torch.uint8", zp_dtype=None),
+            _w(8, "float", "group", group_size=32, dynamic=True, scale_dtype="torch.uint8"),
+            "mxfp8-quantized",
+        ),
+        backends=("auto", "marlin"),
+    ),
+    Row(
+        "moe-modelopt-fp8",
+        "moe",
+        components=("ModelOptFp8MoEMethod",),
+        quant=("modelopt", {"quantization": {"quant_algo": "FP8", "exclude_modules": []}}),
+        backends=("auto", "cutlass"),
+    ),
+    Row(
+        "moe-modelopt-nvfp4",
+        "moe",
+        components=("ModelOptNvFp4FusedMoE",),
+        kernels=("TrtLlmNvFp4ExpertsBase", "FlashInferB12xExperts"),
+        quant=(
+            "modelopt_fp4",
+            {
+                "quantization": {
+                    "quant_algo": "NVFP4",
+                    "group_size": 16,
+                    "exclude_modules": [],
+                    "kv_cache_quant_algo": None,
+                }
+            },
+        ),
+        backends=("auto", "marlin", "flashinfer_trtllm", "flashinfer_b12x"),
+    ),
+    Row(
+        "moe-modelopt-mxfp8",
+        "moe",
+        components=("ModelOptMxFp8FusedMoE",),
+        quant=(
+            "modelopt_mxfp8",
+            {
+                "quantization": {
+                    "quant_algo": "MXFP8",
+                    "exclude_modules": [],
+                    "kv_cache_quant_algo": None,
+                }
+            },
+        ),
+        backends=("auto", "marlin"),
+    ),
+    Row(
+        "moe-mxfp4",
+        "moe",
+        components=("Mxfp4MoEMethod",),
+        quant=(
+            "fp8",
+            {"quant_method": "fp8", "activation_scheme": "dynamic", "store_dtype": "mxfp4"},
+        ),
+        backends=("auto", "marlin", "triton"),
+    ),
+    Row(
+        "moe-gpt-oss-mxfp4",
+        "moe",
+        components=("GptOssMxfp4MoEMethod",),
+        quant=("gpt_oss_mxfp4", {"quant_method": "mxfp4"}),
+        backends=("auto", "marlin", "triton"),
+    ),
+    Row(
+        "moe-quark-fp8",
+        "moe",
+        components=("QuarkW8A8Fp8MoEMethod",),
+        quant=_quark(_qk("fp8_e4m3", "per_tensor", False), _qk("fp8_e4m3", "per_tensor", False)),
+        backends=("auto", "cutlass"),
+    ),
+    Row(
+        "moe-quark-ocp-mx",
+        "moe",
+        components=("QuarkOCP_MX_MoEMethod",),
+        quant=_quark(
+            _qk("fp4", "per_group", False, group_size=32, scale_format="e8m0", ch_axis=-1),
+            None,
+        ),
+        backends=("auto", "marlin", "triton"),
+    ),
+    Row(
+        "moe-quark-nvfp4",
+        "moe",
+        components=("QuarkNvfp4MoEMethod",),
+        quant=_quark(
+            [
+                _qk("fp4", "per_group", False, group_size=16, scale_format="fp8_e4m3", ch_axis=-1),
+                _qk("fp8_e4m3", "per_tensor", False),
+            ],
+            [
+                _qk("fp4", "per_group", True, group_size=16, scale_format="fp8_e4m3", ch_axis=-1),
+                _qk("fp8_e4m3", "per_tensor", False),
+            ],
+        ),
+        backends=("auto", "marlin"),
+    ),
+    Row(
+        "moe-awq",
+        "moe",
+        components=("AutoAWQMoEMethod",),
+        quant=("awq", {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True}),
+    ),
+    Row(
+        "moe-gptq",
+        "moe",
+        components=("AutoGPTQMoEMethod",),
+        quant=(
+            "gptq",
+            {"quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": False, "sym": True},
+        ),
+    ),
+    Row(
+        "moe-humming",
+        "moe",
+        components=("HummingMoEMethod",),
+        quant=("humming", {"quant_method": "humming", "bits": 4, "group_size": 128}),
+    ),
+    Row(
+        "moe-online-fp8",
+        "moe",
+        components=("_Fp8OnlineMoEBase", "Fp8PerBlockOnlineMoEMethod"),
+        quant=("online", "fp8_per_block"),
+        backends=("auto", "cutlass"),
+    ),
+    Row(
+        "moe-online-int8",
+        "moe",
+        components=("Int8OnlineMoEMethod",),
+        quant=("online", "int8_per_channel_weight_only"),
+    ),
+    Row(
+        "moe-online-mxfp8",
+        "moe",
+        components=("Mxfp8OnlineMoEMethod",),
+        quant=("online", "mxfp8"),
+        backends=("auto", "marlin"),
+    ),
+    # -- attention ----------------------------------------------------------------------------
+    Row(
+        "mla-fp8-kv-b-proj",
+        "mla",
+        components=("MLAAttention",),
+        quant=(
+            "fp8",
+            {
+                "quant_method": "fp8",
+                "activation_scheme": "dynamic",
+                "weight_block_size": [128, 128],
+            },
+        ),
+        notes=("DeepSeek-V3/R1 checkpoints: an FP8 block-quantized kv_b_proj",),
+    ),
+    Row("mla-bf16-kv-b-proj", "mla", components=("MLAAttention",)),
+    Row(
+        "attn-flashinfer",
+        "attention",
+        components=("FlashInferImpl",),
+        unsupported=(
+            "FlashInferImpl needs the flashinfer package (its attention wrappers are built in "
+            "the backend's metadata builder); flashinfer is not installable on the H200 image "
+            "and vLLM has no fake registration for its ops"
+        ),
+    ),
+)
+
+BY_ID = {r.id: r for r in ROWS}
+
+
+@dataclass(frozen=True)
+class Mapping:
+    row: Row | None
+    how: str  # "symbol class X" | "trace root X" | why nothing matched
+
+
+def _rows_for(cls: str) -> list[Row]:
+    return [r for r in ROWS if cls in r.classes()]
+
+
+def trace_roots(finding) -> list[str]:
+    """Classes the finding's trace names as the post-load root reaching it (then the methods it
+    is reached from), nearest first."""
+    out: list[str] = []
+    for step in reversed(getattr(finding, "trace", None) or []):
+        note = step.get("note", "") if isinstance(step, dict) else getattr(step, "note", "")
+        for rx in (_ROOT, _REACHED):
+            m = rx.search(note or "")
+            if m and m.group(1)[:1].isupper() and m.group(1) not in out:
+                out.append(m.group(1))
+    return out
+
+
+def map_finding(finding) -> Mapping:
+    """The family row that reaches this finding (see the module docstring)."""
+    cls = symbol_class_of(finding.symbol)
+    if cls is not None:
+        rows = _rows_for(cls)
+        if rows:
+            return Mapping(rows[0], f"symbol class {cls}")
+    for root in trace_roots(finding):
+        rows = _rows_for(root)
+        if rows:
+            return Mapping(rows[0], f"trace root {root}")
+    what = cls or (finding.symbol or finding.path)
+    return Mapping(None, f"no family row lists {what} or a post-load root in its trace")
+
+
+def rows_for_finding(finding) -> list[Row]:
+    """Every row that may reach the finding: rows sharing the mapped row's component reach it
+    with other configurations (``moe-fp8`` and ``moe-fp8-block`` both drive Fp8MoEMethod)."""
+    m = map_finding(finding)
+    if m.row is None:
+        return []
+    comp = set(m.row.components)
+    return [m.row, *[r for r in ROWS if r is not m.row and comp & set(r.components)]]

@@ -1,0 +1,378 @@
+"""Table-driven recipes: one per (family row, backend), built from ``confirm/families.py``.
+
+``moe`` rows: vLLM's ``FusedMoE`` factory (a ``MoERunner`` around ``RoutedExperts``) with the
+row's quantization config, ``create_weights`` through vLLM, a checkpoint synthesized from the
+created parameters and loaded through ``RoutedExperts.weight_loader`` (``checkpoint.py``), the
+forward inside ``set_forward_context``. ``linear`` rows: a ``ReplicatedLinear`` with the row's
+config. The backend is forced with ``KernelConfig.moe_backend`` (``auto`` lets vLLM choose).
+After post-load the recipe records what vLLM built: the quant method (``component``) and the
+kernel/experts object (``backend``).
+
+Fixes are generic over the finding's target: a plain attribute (``layer.X`` / ``self.X``) keeps
+its captured storage (``reuse_storage``); a rebuilt object (``self.moe_kernel``) has its tensors
+copied into the captured ones (``reuse_rebuilt``); a ``.data`` swap keeps the parameter's
+storage (``reuse_storage`` on the parameter).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+from reload_lint.confirm import fixes as fx
+from reload_lint.confirm.recipes.base import Built, Fix, Recipe
+from reload_lint.confirm.recipes.checkpoint import dense_plan, materialize, moe_plan
+from reload_lint.confirm.recipes.vllm_common import (
+    gen,
+    install_import_shims,
+    install_model_config,
+    setup_vllm,
+    shim_notes,
+    vllm_unavailable,
+)
+from reload_lint.confirm.targets import parse_target
+from reload_lint.confirm.walk import qualified_class
+
+PREFIX = "family:"
+E, TOPK, H, INTER, T = 8, 2, 1024, 512, 16  # experts, top-k, hidden, intermediate, tokens
+MLA_N, MLA_P, MLA_V, MLA_L = 16, 128, 128, 512  # heads, qk_nope, v, kv_lora_rank
+_COUNTER = itertools.count()
+
+
+def build_quant_config(row):
+    """The row's QuantizationConfig, through vLLM's own constructors (None: unquantized)."""
+    if row.quant is None:
+        return None
+    name, cfg = row.quant
+    if name == "online":
+        from vllm.config.quantization import _ONLINE_SHORTHANDS
+        from vllm.model_executor.layers.quantization.online.base import (
+            OnlineQuantizationConfig,
+        )
+
+        return OnlineQuantizationConfig(args=_ONLINE_SHORTHANDS[cfg])
+    from vllm.model_executor.layers.quantization import get_quantization_config
+
+    return get_quantization_config(name).from_config(dict(cfg))
+
+
+def force_backend(backend: str) -> None:
+    from vllm.config import get_current_vllm_config
+
+    kc = get_current_vllm_config().kernel_config
+    if backend != "auto":
+        try:
+            kc.moe_backend = backend
+        except Exception:  # noqa: BLE001 - frozen/validated dataclass
+            object.__setattr__(kc, "moe_backend", backend)
+
+
+def backend_of(quant_method) -> str | None:
+    """Qualified class of the experts (or kernel) object vLLM built for the layer."""
+    mk = getattr(quant_method, "moe_kernel", None)
+    if mk is not None:
+        impl = getattr(mk, "impl", None)
+        experts = getattr(impl, "fused_experts", None) or getattr(mk, "fused_experts", None)
+        return qualified_class(experts if experts is not None else mk)
+    for attr in ("kernel", "fp8_linear", "experts"):
+        k = getattr(quant_method, attr, None)
+        if k is not None and not isinstance(k, (str, int, float, bool)):
+            return qualified_class(k)
+    scheme = getattr(quant_method, "scheme", None)
+    if scheme is not None:
+        return backend_of(scheme) or qualified_class(scheme)
+    return None
+
+
+class FamilyRecipe(Recipe):
+    """A family row on one backend. ``name`` is ``family:<row>:<backend>``."""
+
+    uses_vllm = True
+    needs_cuda = True
+    #: one bug-side build serves every finding of the row (device time); the census still
+    #: links each target separately and the reason names other escaped storages
+    isolate = False
+
+    def __init__(self, row, backend: str = "auto"):
+        self.row = row
+        self.backend = backend
+        self.name = f"{PREFIX}{row.id}:{backend}"
+        self.family = f"{row.layer}: {row.id} (backend {backend})"
+        self._plan = None
+        self._layer = None
+        self._shim = None
+
+    @classmethod
+    def from_name(cls, name: str) -> FamilyRecipe:
+        from reload_lint.confirm.families import BY_ID
+
+        row_id, _, backend = name[len(PREFIX) :].partition(":")
+        return cls(BY_ID[row_id], backend or "auto")
+
+    @property
+    def dtype(self):
+        import torch
+
+        return torch.bfloat16
+
+    def unavailable(self, device: str) -> str | None:
+        if self.row.unsupported:
+            return self.row.unsupported
+        return vllm_unavailable(device)
+
+    def preimport(self) -> None:
+        install_import_shims()
+        import vllm.model_executor.layers.fused_moe  # noqa: F401
+        import vllm.model_executor.layers.linear  # noqa: F401
+        import vllm.model_executor.model_loader.reload  # noqa: F401
+
+    def setup(self, device: str) -> None:
+        import torch
+
+        setup_vllm(device)
+        quant = self.row.quant[1] if self.row.quant and isinstance(self.row.quant[1], dict) else {}
+        self._shim = install_model_config(torch.bfloat16, quant)
+        force_backend(self.backend)
+        if self.row.layer == "moe":
+            import torch
+            from vllm.v1.worker.workspace import init_workspace_manager
+
+            try:
+                init_workspace_manager(torch.device(device))
+            except Exception:  # noqa: BLE001 - already initialized in this process
+                pass
+
+    # -- construction --------------------------------------------------------------------------
+    def construct(self, device: str) -> Built:
+        if self.row.layer == "moe":
+            return self._construct_moe(device)
+        if self.row.layer == "mla" and self.backend != "auto":
+            raise RuntimeError("MLA rows take no moe_backend")
+        if self.row.layer == "linear":
+            return self._construct_linear(device)
+        if self.row.layer == "mla":
+            return self._construct_mla(device)
+        raise RuntimeError(f"no harness for layer kind {self.row.layer!r} (row {self.row.id})")
+
+    def _construct_moe(self, device: str) -> Built:
+        import torch
+        from vllm.config import get_current_vllm_config
+        from vllm.forward_context import set_forward_context
+        from vllm.model_executor.layers.fused_moe import FusedMoE
+
+        layer = FusedMoE(
+            num_experts=E,
+            top_k=TOPK,
+            hidden_size=H,
+            intermediate_size=INTER,
+            params_dtype=torch.bfloat16,
+            quant_config=build_quant_config(self.row),
+            prefix=f"model.layers.{next(_COUNTER)}.mlp.experts",
+        )
+        experts = layer.routed_experts
+        self._layer = experts
+        logits = torch.randn(T, E, generator=gen(55)).to(torch.float32).to(device)
+        cfg = get_current_vllm_config()
+
+        def forward(x):
+            with set_forward_context(None, cfg, num_tokens=x.shape[0]):
+                out = layer(x, logits)
+            return out[0] if isinstance(out, tuple) else out
+
+        qm = experts.quant_method
+        return Built(
+            model=layer,
+            layer=experts,
+            forward=forward,
+            roots={"layer": layer},
+            notes=[
+                f"quant method {type(qm).__name__}; moe_backend={self.backend}",
+                *shim_notes(),
+                *([self._shim] if self._shim else []),
+            ],
+            component=qualified_class(qm),
+        )
+
+    def _construct_linear(self, device: str) -> Built:
+        import torch
+        from vllm.model_executor.layers.linear import ReplicatedLinear
+
+        layer = ReplicatedLinear(
+            H,
+            INTER,
+            bias=False,
+            params_dtype=torch.bfloat16,
+            quant_config=build_quant_config(self.row),
+            prefix=f"model.layers.{next(_COUNTER)}.mlp.down_proj",
+        )
+        self._layer = layer
+        qm = layer.quant_method
+        comp = getattr(layer, "scheme", None) or getattr(qm, "scheme", None) or qm
+
+        def forward(x):
+            out = layer(x)
+            return out[0] if isinstance(out, tuple) else out
+
+        return Built(
+            model=layer,
+            layer=layer,
+            forward=forward,
+            roots={"layer": layer},
+            notes=[f"quant method {type(qm).__name__}", *shim_notes()],
+            component=qualified_class(comp),
+        )
+
+    def _construct_mla(self, device: str) -> Built:
+        """``MLAAttention`` with a ``kv_b_proj`` under the row's config. The forward drives the
+        two reads of the post-load products: ``MLAAttention._v_up_proj`` (vLLM's, reads
+        ``W_UV``) and the decode path's ``torch.bmm(mqa_q_nope, self.W_UK_T)`` (as
+        ``forward_impl`` does); the attention kernel itself needs a KV cache and is not run."""
+        import torch
+        from vllm.model_executor.layers.attention import MLAAttention
+        from vllm.model_executor.layers.linear import ColumnParallelLinear
+
+        n = next(_COUNTER)
+        kv_b_proj = ColumnParallelLinear(
+            MLA_L,
+            MLA_N * (MLA_P + MLA_V),
+            bias=False,
+            params_dtype=torch.bfloat16,
+            quant_config=build_quant_config(self.row),
+            prefix=f"model.layers.{n}.self_attn.kv_b_proj",
+        )
+        layer = MLAAttention(
+            num_heads=MLA_N,
+            scale=MLA_P**-0.5,
+            qk_nope_head_dim=MLA_P,
+            qk_rope_head_dim=64,
+            v_head_dim=MLA_V,
+            q_lora_rank=None,
+            kv_lora_rank=MLA_L,
+            kv_b_proj=kv_b_proj,
+            prefix=f"model.layers.{n}.self_attn.attn",
+        )
+        self._layer = kv_b_proj
+
+        def forward(x):
+            # x: [B, N * L]; v-up projection (vLLM's own method) ...
+            out = torch.empty(x.shape[0], MLA_N * MLA_V, dtype=x.dtype, device=x.device)
+            layer._v_up_proj(x, out)
+            # ... and q_nope absorption: (N, B, P) x (N, P, L) as forward_impl does
+            q = out.view(-1, MLA_N, MLA_V).transpose(0, 1)[..., :MLA_P]
+            ql = torch.bmm(q, layer.W_UK_T)
+            return torch.cat([out, ql.transpose(0, 1).reshape(x.shape[0], -1)], dim=-1)
+
+        return Built(
+            model=layer,
+            layer=layer,
+            forward=forward,
+            roots={"layer": layer},
+            notes=[
+                f"MLAAttention (backend {type(layer.impl).__name__}); kv_b_proj quant method "
+                f"{type(kv_b_proj.quant_method).__name__}; forward = _v_up_proj + the W_UK_T bmm",
+                *shim_notes(),
+                *([self._shim] if self._shim else []),
+            ],
+            component=qualified_class(layer),
+        )
+
+    def post_load(self, module) -> bool:
+        from reload_lint.confirm.reload import default_post_load
+
+        if self.row.layer == "mla" and type(module).__name__ == "MLAAttention":
+            import torch
+
+            qm = getattr(module.kv_b_proj, "quant_method", None)
+            if qm is not None and not getattr(module.kv_b_proj, "_rl_done", False):
+                qm.process_weights_after_loading(module.kv_b_proj)
+                module.kv_b_proj._rl_done = True
+            module.process_weights_after_loading(torch.bfloat16)
+            return True
+        if self.row.layer == "mla" and getattr(module, "_rl_done", False):
+            module._rl_done = False  # processed with its MLAAttention, before it
+            return True
+        return default_post_load(module)
+
+    def finish(self, built: Built) -> None:
+        """After post-load: what vLLM built for this layer."""
+        qm = getattr(built.layer, "quant_method", None)
+        comp = getattr(built.layer, "scheme", None) or getattr(qm, "scheme", None) or qm
+        built.backend = backend_of(comp) if comp is not None else None
+
+    # -- checkpoint ---------------------------------------------------------------------------
+    def checkpoint(self, seed: int, device: str):
+        if self._plan is None:
+            # probe the loaders on a throwaway layer: loading can trigger processing (online
+            # quantization processes a layer once its last weight arrives)
+            import torch
+
+            keep = self._layer
+            with torch.device(device):
+                probe = self.construct(device).layer
+            self._layer = keep
+            if self.row.layer == "moe":
+                self._plan = moe_plan(probe, E, H, INTER)
+            else:
+                self._plan = dense_plan(probe)
+        prefix = {"moe": "routed_experts.", "mla": "kv_b_proj."}.get(self.row.layer, "")
+        return materialize(self._plan, seed, device, prefix)
+
+    def example_input(self, device: str):
+        import torch
+
+        width = MLA_N * MLA_L if self.row.layer == "mla" else H
+        return (torch.randn(T, width, generator=gen(99)) * 0.5).to(torch.bfloat16).to(device)
+
+    # -- fixes --------------------------------------------------------------------------------
+    def fixes_for(self, targets: dict[str, str]) -> dict[str, Fix]:
+        """One generic fix per canonical target; ``targets`` maps target -> owner class name
+        (the finding's symbol class, or the row's component for a free helper function)."""
+        out: dict[str, Fix] = {}
+        for target, owner in targets.items():
+            fix = generic_fix(target, owner)
+            if fix is not None:
+                out[target] = fix
+        return out
+
+
+def _find_class(name: str):
+    """The loaded class called ``name`` (vLLM modules imported so far)."""
+    import gc
+
+    for obj in gc.get_objects():
+        if isinstance(obj, type) and obj.__name__ == name and obj.__module__.startswith("vllm"):
+            return obj
+    raise LookupError(f"class {name} is not loaded")
+
+
+def generic_fix(target: str, owner: str) -> Fix | None:
+    """The storage-preserving fix for ``target`` stored by ``owner``'s post-load."""
+    base, attrs = parse_target(target)
+    if not attrs or base not in ("self", "layer"):
+        return None
+    attr = attrs[0]
+    spelled = f"{base}.{attr}"
+    if base == "self" and attr in ("moe_kernel", "kernel", "experts"):
+
+        def apply_rebuilt(owner=owner, attr=attr):
+            return fx.reuse_rebuilt(
+                _find_class(owner), spelled, lambda m, layer: getattr(m, attr, None)
+            )
+
+        return Fix(
+            spelled,
+            "reuse rebuilt",
+            apply_rebuilt,
+            f"{owner}: after {spelled} is rebuilt, copy its tensors into the captured storages "
+            "and rebind them",
+        )
+
+    def apply_reuse(owner=owner):
+        return fx.reuse_storage(_find_class(owner), spelled)
+
+    return Fix(
+        spelled,
+        "reuse storage",
+        apply_reuse,
+        f"{owner}.process_weights_after_loading: copy the new {spelled} into the captured "
+        "storage and keep it",
+    )
