@@ -87,7 +87,7 @@ def run(args) -> int:
         recipe_modules=tuple(args.recipes),
         jobs=max(1, args.jobs),
     )
-    log = open(args.log, "a", encoding="utf-8") if args.log else None  # noqa: SIM115
+    log = open(args.log, "a", encoding="utf-8") if args.log else None
     if log is not None:
         opts.log = _Tee(log, sys.stderr)
     try:

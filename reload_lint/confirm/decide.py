@@ -80,7 +80,7 @@ def _source(path: str) -> str | None:
         return None
     try:
         spec = importlib.util.find_spec(mod)
-    except Exception:  # noqa: BLE001 - a package that fails to import: no source
+    except Exception:
         return None
     if spec is None or not spec.origin:
         return None

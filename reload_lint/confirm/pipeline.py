@@ -346,7 +346,7 @@ def run_pipeline(conn, spec: dict) -> None:
         for name, fn in PIPELINE:
             stage = name
             fn(run)
-    except BaseException as exc:  # noqa: BLE001 - report everything, the parent decides
+    except BaseException as exc:
         msg = str(exc).strip().splitlines()
         extra = {"executed": run.executed} if run.executed is not None else {}
         send(
@@ -360,5 +360,5 @@ def run_pipeline(conn, spec: dict) -> None:
     finally:
         try:
             conn.close()
-        except Exception:  # noqa: BLE001
+        except Exception:
             pass

@@ -155,7 +155,7 @@ def moe_plan(experts, num_experts: int, hidden: int, inter: int) -> list[LoadCal
                                 shard,
                                 e,
                             )
-                    except Exception as exc:  # noqa: BLE001 - try the next shape
+                    except Exception as exc:
                         if not _loaded_then_processed(exc):
                             last = exc
                             continue

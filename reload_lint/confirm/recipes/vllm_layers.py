@@ -62,7 +62,7 @@ def force_backend(backend: str) -> None:
     if backend != "auto":
         try:
             kc.moe_backend = backend
-        except Exception:  # noqa: BLE001 - frozen/validated dataclass
+        except Exception:
             object.__setattr__(kc, "moe_backend", backend)
 
 
@@ -121,8 +121,8 @@ class FamilyRecipe(Recipe):
 
     def preimport(self) -> None:
         install_import_shims()
-        import vllm.model_executor.layers.fused_moe  # noqa: F401
-        import vllm.model_executor.layers.linear  # noqa: F401
+        import vllm.model_executor.layers.fused_moe
+        import vllm.model_executor.layers.linear
         import vllm.model_executor.model_loader.reload  # noqa: F401
 
     def setup(self, device: str) -> None:
@@ -138,7 +138,7 @@ class FamilyRecipe(Recipe):
 
             try:
                 init_workspace_manager(torch.device(device))
-            except Exception:  # noqa: BLE001 - already initialized in this process
+            except Exception:
                 pass
 
     # -- construction --------------------------------------------------------------------------
