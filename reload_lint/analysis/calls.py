@@ -143,6 +143,8 @@ class CallMixin:
         if k == V.CLS:
             return self.construct(fr, c.cls, args, kwargs, line)
         if k == V.CLSSET:
+            if c.value == "oracle":
+                return self.construct_choices(fr, c, args, kwargs, line)
             return self.construct_any(fr, c.cls, args, kwargs, line)
         if k == V.TMETHOD:
             return self.tensor_method(fr, c.items[0], c.value, args, line)
@@ -402,6 +404,12 @@ class CallMixin:
                 self.active.discard(memo_key)
         allocs = tuple(self.allocs.pop(oid, []))
         trace = tuple(s for a in allocs for s in a.trace)
+        # an object built from a chosen backend (the experts a kernel wraps) is that backend's
+        # choice too, whether or not the backend's allocations are kept on it
+        handed = [v for a in (*args, *(v for _, v in kwargs)) for v in a if v.chosen]
+        backends = tuple(
+            dict.fromkeys(b for v in (*allocs, *handed) for b in v.backends)
+        )
         result = (
             AV(
                 V.MODULE if is_module else V.OBJ,
@@ -412,25 +420,75 @@ class CallMixin:
                 value="rebuilt",
                 # the object is as certain as its best-established allocation
                 conf=max((a.conf for a in allocs), key=lambda c: V.CONF_ORDER[c], default="high"),
+                backends=backends,
+                chosen=bool(handed) or any(a.chosen for a in allocs),
             ),
         )
         self.memo[memo_key] = result
         return result
 
+    def construct_choices(self, fr: Frame, c: AV, args, kwargs, line) -> tuple:
+        """`experts_cls(...)` where experts_cls holds one of the classes an oracle returns:
+        each choice may be built; the allocating ones are the backends the finding names."""
+        allocs: tuple = ()
+        trace: list = []
+        backends: list = []
+        names = []
+        for ch in c.items:
+            name = ch.cls.split(":", 1)[1]
+            names.append(name)
+            for v in self.construct(fr, ch.cls, args, kwargs, line):
+                allocs = allocs + tuple(v.items)
+                if any(a.kind not in (V.REG, V.VIEW) for a in v.items):
+                    where = ch.trace[0] if ch.trace else TraceStep(fr.path, line, "")
+                    backends.append(f"{name} ({where.path}:{where.line})")
+                    trace.extend(ch.trace)
+                    trace.extend(v.trace)
+                backends.extend(v.backends)
+        shown = ", ".join(names[:12]) + (f" and {len(names) - 12} more" if len(names) > 12 else "")
+        note = TraceStep(fr.path, line, f"`{c.src}` is built here: the oracle may choose {shown}")
+        all_alloc = len(backends) >= len(names) and names
+        return (
+            AV(
+                V.OBJ,
+                cls=c.items[0].cls if len(c.items) == 1 else "",
+                items=allocs[:300],
+                trace=(note,) + tuple(trace[:300]),
+                src=f"{c.src}(...)",
+                value="rebuilt",
+                # which choice runs is decided at run time: certain only if every choice allocates
+                conf=max((a.conf for a in allocs), key=lambda x: V.CONF_ORDER[x], default="high")
+                if all_alloc
+                else "medium",
+                backends=tuple(dict.fromkeys(backends)),
+                chosen=True,
+                # the choice set is part of the value's identity (memo keys hold no traces)
+                fn=("oracle", *(ch.cls for ch in c.items)),
+            ),
+        )
+
     def construct_any(self, fr: Frame, base_key: str, args, kwargs, line) -> tuple:
         """`experts_cls(...)` with `experts_cls: type[Base]`: any known subclass may be built."""
         memo_key = ("ctor-any", base_key, fr.mode)
         if memo_key not in self.memo:
-            self.memo[memo_key] = ((), [])
+            self.memo[memo_key] = ((), [], ())
             allocs: tuple = ()
             trace: list = []
+            backends: list = []
             for sub in [base_key, *self.index.subclasses(base_key)][:200]:
                 for v in self.construct(fr, sub, args, kwargs, line):
                     if v.items:
                         allocs = allocs + tuple(v.items)
                         trace.extend(v.trace)
-            self.memo[memo_key] = (allocs, trace)
-        allocs, trace = self.memo[memo_key]
+                    if any(a.kind not in (V.REG, V.VIEW) for a in v.items):
+                        crec = self.index.class_record(sub) or {"line": 0}
+                        path = self.index.path_of(sub.split(":", 1)[0])
+                        backends.append(
+                            f"{sub.split(':', 1)[1]} ({path}:{crec['line']}, any subclass: "
+                            "no oracle read)"
+                        )
+            self.memo[memo_key] = (allocs, trace, tuple(backends))
+        allocs, trace, backends = self.memo[memo_key]
         base = base_key.split(":", 1)[1]
         crec = self.index.class_record(base_key) or {"line": 0}
         note = TraceStep(
@@ -447,5 +505,7 @@ class CallMixin:
                 src=f"{base}(...)",
                 value="rebuilt",
                 conf="medium",
+                backends=backends,
+                chosen=True,
             ),
         )

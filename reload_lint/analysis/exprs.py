@@ -223,7 +223,23 @@ class ExprMixin:
         self._attr_types[key] = found
         return found
 
-    def eval_attr(self, fr: Frame, base: tuple, attr: str, e) -> tuple:
+    def choice_value(self, choices: tuple, owner: AV, attr: str) -> AV:
+        """`self.<attr>` holding one of the classes an oracle returns (analysis/oracles.py)."""
+        return AV(
+            V.CLSSET,
+            items=tuple(
+                AV(
+                    V.CLS,
+                    cls=k,
+                    trace=(TraceStep(path, line, f"the oracle may choose {k.split(':')[-1]}"),),
+                )
+                for k, path, line in choices
+            ),
+            src=f"{owner.src}.{attr}",
+            value="oracle",
+        )
+
+    def eval_attr(self, fr: Frame, base: tuple, attr: str, e) -> tuple:  # noqa: C901
         out: tuple = ()
         text = self.render(e)
         stored = fr.heap.get(text)
@@ -250,6 +266,12 @@ class ExprMixin:
                 ):
                     kind = V.MODULE if self.index.is_module_class(held) else V.OBJ
                     out = V.union(out, (AV(kind, cls=held, src=f"{b.src}.{attr}"),))
+                elif (
+                    b.cls
+                    and attr not in self.registered_names()
+                    and (choices := self.oracles.attr_choices(b.cls, attr))
+                ):
+                    out = V.union(out, (self.choice_value(choices, b, attr),))
                 elif k == V.MODULE:
                     if attr in self.registered_names() or attr in self.buffer_names():
                         out = V.union(out, (AV(V.REG, src=f"{b.src}.{attr}", value=attr),))

@@ -24,6 +24,7 @@ from reload_lint.analysis.frame import (
     Frame,
     RootState,
 )
+from reload_lint.analysis.oracles import Oracles
 from reload_lint.analysis.readers import ReaderMixin
 from reload_lint.analysis.stores import StoreMixin
 from reload_lint.analysis.values import AV
@@ -59,6 +60,8 @@ class Analyzer(ExprMixin, CallMixin, StoreMixin, ReaderMixin):
         self._reach: dict[str, list] = {}
         self.cache_modules: list[str] = []  # modules with first-use caches (RL201 candidates)
         self._buffers: set[str] | None = None
+        self.oracles = Oracles(index)  # class-valued attributes chosen by an oracle
+        self.backends_of: dict[tuple, list[str]] = {}  # finding key -> allocating backends
         # RL906 rows for roots whose analysis raised (crash guard; see _guarded)
         self.errors: list[FileError] = []
 

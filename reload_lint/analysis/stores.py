@@ -80,7 +80,14 @@ class StoreMixin:
                         else:
                             tr = tr + (TraceStep(fr.path, st[1], note),)
                         self.allocs[fr.constructing].append(
-                            AV(kept.kind, conf=kept.conf, trace=tr, src=kept.src)
+                            AV(
+                                kept.kind,
+                                conf=kept.conf,
+                                trace=tr,
+                                src=kept.src,
+                                backends=kept.backends,
+                                chosen=kept.chosen,
+                            )
                         )
                 continue
             if fr.mode == "post":
@@ -95,6 +102,8 @@ class StoreMixin:
                         rule, why = verdict
                         conf = v.conf if owner != "held" else V.lower(v.conf)
                         key = self.report(fr, rule, st, target, v, why, conf=conf)
+                        if key and v.backends:
+                            self.backends_of.setdefault(key, list(v.backends))
                         if key and owner == "data" and r.src:
                             # `param.data = ...` with `param = getattr(layer, name)`: the
                             # graph reads the attribute param came from, not `param`

@@ -43,6 +43,10 @@ class AV:
     value: str | None = None
     fn: tuple = ()
     oid: int = 0
+    # a rebuilt object: the allocating backend classes it may be, each with where the
+    # choice is made ("Cls (path:line)"), and whether a backend choice was resolved at all
+    backends: tuple = field(default=(), compare=False)
+    chosen: bool = field(default=False, compare=False)
 
     def key(self) -> tuple:
         """Identity for memoisation (no traces); computed once per value."""
