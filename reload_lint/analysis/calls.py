@@ -407,9 +407,7 @@ class CallMixin:
         # an object built from a chosen backend (the experts a kernel wraps) is that backend's
         # choice too, whether or not the backend's allocations are kept on it
         handed = [v for a in (*args, *(v for _, v in kwargs)) for v in a if v.chosen]
-        backends = tuple(
-            dict.fromkeys(b for v in (*allocs, *handed) for b in v.backends)
-        )
+        backends = tuple(dict.fromkeys(b for v in (*allocs, *handed) for b in v.backends))
         result = (
             AV(
                 V.MODULE if is_module else V.OBJ,

@@ -116,6 +116,19 @@ class ExprMixin:
                     out = V.union(out, (AV(V.MODULE, src=b.src + "[]"),))
             return out or (V.UNK,)
         if k == "t":
+            if any(it[0] == "star" for it in e[2]):
+                # `[a, *rest]`: the items of rest are spliced in (positions are unknown)
+                flat = ()
+                for it in e[2]:
+                    for v in self.eval(fr, it[1] if it[0] == "star" else it):
+                        if it[0] == "star" and v.kind == V.CONTAINER:
+                            flat = V.union(flat, v.items)
+                        elif it[0] == "star" and v.kind == V.TUPLE:
+                            for g in v.items:
+                                flat = V.union(flat, g)
+                        else:
+                            flat = V.union(flat, (v,))
+                return (AV(V.CONTAINER, items=flat, value=e[1]),)
             groups = tuple(self.eval(fr, it) for it in e[2])
             if e[1] == "tuple":
                 return (AV(V.TUPLE, items=groups),)

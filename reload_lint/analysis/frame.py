@@ -131,6 +131,6 @@ def _describe(v: AV) -> str:
         V.REG: "a registered tensor",
         V.CALLABLE: "a callable capturing tensors",
         V.CONTAINER: "a container of tensors",
-        V.OBJ: f"a rebuilt {v.cls.split(':')[-1]} holding tensors",
-        V.MODULE: f"a rebuilt {v.cls.split(':')[-1]} holding tensors",
+        V.OBJ: f"a rebuilt {v.cls.split(':')[-1] or v.src} holding tensors",
+        V.MODULE: f"a rebuilt {v.cls.split(':')[-1] or v.src} holding tensors",
     }.get(v.kind, "a value")

@@ -61,7 +61,6 @@ class Analyzer(ExprMixin, CallMixin, StoreMixin, ReaderMixin):
         self.cache_modules: list[str] = []  # modules with first-use caches (RL201 candidates)
         self._buffers: set[str] | None = None
         self.oracles = Oracles(index)  # class-valued attributes chosen by an oracle
-        self.backends_of: dict[tuple, list[str]] = {}  # finding key -> allocating backends
         # RL906 rows for roots whose analysis raised (crash guard; see _guarded)
         self.errors: list[FileError] = []
 

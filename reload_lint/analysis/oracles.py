@@ -26,7 +26,7 @@ from reload_lint.index.project import ProjectIndex
 
 UNKNOWN = frozenset({("?",)})
 NONE = frozenset({("N",)})
-MAX_DEPTH = 12
+MAX_DEPTH = 16
 
 
 class Oracles:
@@ -41,12 +41,15 @@ class Oracles:
     def attr_choices(self, cls_key: str, attr: str) -> tuple | None:
         """The classes `self.<attr>` can hold, as ((class_key, path, line), ...) with where each
         is chosen, read from every store to `self.<attr>` in the class's methods (MRO order).
-        None when no store names a class (the caller keeps its conservative default)."""
+        None when no store names a class, or when some value a store can take is not read
+        (a parameter, an external call, a registry): the caller keeps its conservative
+        default then, never a subset of the choices."""
         key = (cls_key, attr)
         if key in self._attr:
             return self._attr[key]
         self._attr[key] = None  # recursion through the same attribute reads as unknown
         found: dict[str, tuple] = {}
+        unread = False
         for k in self.index.mro(cls_key):
             crec = self.index.class_record(k)
             if crec is None:
@@ -67,9 +70,11 @@ class Oracles:
                         vals = self.expr(mod, f, st[5], st[1], 0)
                         if pos >= 0:
                             vals = _unpack(vals, pos)
+                        if any(item[0] in ("?", "L", "T", "F") for item in vals):
+                            unread = True
                         for item in _classes(vals):
                             found.setdefault(item[1], item[1:])
-        out = tuple(found[k] for k in sorted(found)) or None
+        out = None if unread else (tuple(found[k] for k in sorted(found)) or None)
         self._attr[key] = out
         return out
 
@@ -114,6 +119,14 @@ class Oracles:
                     out.add(("?",))
             return frozenset(out) or UNKNOWN
         if k == "t":
+            if any(it[0] == "star" for it in e[2]):  # `[a, *rest]`: rest's items spliced in
+                out = set()
+                for it in e[2]:
+                    if it[0] == "star":
+                        out |= _elements(self.expr(mod, f, it[1], line, depth + 1))
+                    else:
+                        out |= self.expr(mod, f, it, line, depth + 1)
+                return frozenset({("L", frozenset(out))})
             groups = tuple(self.expr(mod, f, it, line, depth + 1) for it in e[2])
             if e[1] == "tuple":
                 return frozenset({("T", groups)})
@@ -186,28 +199,30 @@ class Oracles:
                 return _elements(base)
         if func[0] == "a" and f is not None and f["cls"] and func[1] == ("n", f["params"][0]):
             m = self.index.lookup_method(f"{mod}:{f['cls']}", func[2]) if f["params"] else None
-            return self.returns(*m, depth + 1) if m else UNKNOWN
+            return self.returns(*m) if m else UNKNOWN
         out: set = set()
         for item in self.expr(mod, f, func, e[4], depth + 1):
             if item[0] == "F":
-                out |= self.returns(item[1], item[2], depth + 1)
+                out |= self.returns(item[1], item[2])
             else:
                 out.add(("?",))  # an instance, an external call: not a class
         return frozenset(out) or UNKNOWN
 
-    def returns(self, mod: str, qn: str, depth: int = 0) -> frozenset:
+    def returns(self, mod: str, qn: str) -> frozenset:
+        """What a function can return; each function is read once, with its own depth budget
+        (a result never depends on how deep the caller was), recursion reads as unknown."""
         key = (mod, qn)
         if key in self._ret:
             return self._ret[key]
         f = self.index.function(mod, qn)
-        if f is None or key in self._active or depth > MAX_DEPTH:
+        if f is None or key in self._active or len(self._active) > MAX_DEPTH:
             return UNKNOWN
         self._active.add(key)
         try:
             out: frozenset = frozenset()
             for st in f["body"]:
                 if st[0] == "ret":
-                    out |= self.expr(mod, f, st[4], st[1], depth + 1) if st[4] else NONE
+                    out |= self.expr(mod, f, st[4], st[1], 0) if st[4] else NONE
         finally:
             self._active.discard(key)
         out = out or NONE

@@ -102,8 +102,6 @@ class StoreMixin:
                         rule, why = verdict
                         conf = v.conf if owner != "held" else V.lower(v.conf)
                         key = self.report(fr, rule, st, target, v, why, conf=conf)
-                        if key and v.backends:
-                            self.backends_of.setdefault(key, list(v.backends))
                         if key and owner == "data" and r.src:
                             # `param.data = ...` with `param = getattr(layer, name)`: the
                             # graph reads the attribute param came from, not `param`
@@ -167,5 +165,6 @@ class StoreMixin:
             trace=dedup[:160],
             contract=contract.name,
             fix=contract.fix(rule, target, v, why),
+            backends=list(v.backends),
         )
         return key

@@ -12,7 +12,7 @@ Expression forms (tuples):
   ("b", op, left, right)            binary op        ("u", op, operand) unary op
   ("s", base, index)                subscript; index is ("slice",) for basic slicing
   ("k", kind, value)                constant: none/int/float/str/bool/other
-  ("t", kind, items)                tuple/list/set display
+  ("t", kind, items)                tuple/list/set display; `*x` items are ("star", x)
   ("d", items)                      dict display; items: tuple of (key, value)
   ("l", params, body, free)         lambda; free = names it reads from the enclosing scope
   ("if", body, orelse)              conditional expression
@@ -207,7 +207,10 @@ class _Extractor:
         if isinstance(node, (cst.Tuple, cst.List, cst.Set)):
             kind = {cst.Tuple: "tuple", cst.List: "list", cst.Set: "set"}[type(node)]
             items = tuple(
-                self.expr(e.value) for e in node.elements if not isinstance(e, cst.StarredElement)
+                ("star", self.expr(e.value))
+                if isinstance(e, cst.StarredElement)
+                else self.expr(e.value)
+                for e in node.elements
             )
             return ("t", kind, items)
         if isinstance(node, cst.Dict):

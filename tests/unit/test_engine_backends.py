@@ -1,0 +1,96 @@
+"""Backend selection: the experts classes a rebuilt kernel can be built from are read from the
+method's own oracle (analysis/oracles.py), named in the finding's `backends` with where the
+oracle chooses them, and a rebuild whose oracle only returns non-allocating experts is clean."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+from reload_lint.config import Config
+from reload_lint.engine import run_check
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+ORACLE = "tests/fixtures/minioracle/minioracle/model_executor/layers"
+
+
+def _oracle_run():
+    root = FIXTURES.parent.parent
+    return run_check([FIXTURES / "minioracle"], Config(), base_dir=root, use_cache=False)
+
+
+def test_backends_name_the_oracles_allocating_choices():
+    result = _oracle_run()
+    by_symbol = {f.symbol: f for f in result.findings if f.rule == "RL105"}
+    fp8 = by_symbol["Fp8MoEMethod.process_weights_after_loading"]
+    names = [b.split(" ", 1)[0] for b in fp8.backends]
+    assert names == ["GroupedGemmExperts", "SwigluExperts"]
+    # where the choice is made: the oracle's return that names the class
+    oracle = f"{ORACLE}/fused_moe/oracle/fp8.py"
+    lines = (FIXTURES.parent.parent / oracle).read_text().splitlines()
+    for b in fp8.backends:
+        path, line = b.split("(", 1)[1].rstrip(")").rsplit(":", 1)
+        assert path == oracle
+        assert b.split(" ", 1)[0] in lines[int(line) - 1]
+    # TritonLikeExperts is a choice too, but allocates nothing: not a backend of the finding
+    assert "TritonLikeExperts" in " ".join(s.note for s in fp8.trace)
+    # a branch in the method itself is where that choice is made
+    mx = by_symbol["Mxfp4MoEMethod.process_weights_after_loading"]
+    assert any(
+        b.startswith("SwigluExperts (") and "quantization/moe_methods.py:" in b for b in mx.backends
+    )
+
+
+def test_oracle_with_no_allocating_choice_has_no_finding():
+    result = _oracle_run()
+    symbols = {f.symbol.split(".")[0] for f in result.findings}
+    assert not symbols & {"Wna16MoEMethod", "Wna16FirstMoEMethod", "MarlinOnlyMoEMethod"}
+
+
+def test_unread_oracle_keeps_every_subclass(tmp_path):
+    """A choice the reader cannot follow (a parameter) keeps the conservative default."""
+    files = {
+        "pkg/__init__.py": "",
+        "pkg/m.py": """
+        import torch
+
+
+        class Base:
+            def __init__(self, n: int) -> None:
+                self.n = n
+
+
+        class Alloc(Base):
+            def __init__(self, n: int) -> None:
+                super().__init__(n)
+                self.strides = torch.full((n,), 4)
+
+
+        class Plain(Base):
+            pass
+
+
+        def make(cls: type[Base], n: int) -> Base:
+            return cls(n)
+
+
+        class Method:
+            def __init__(self, picked) -> None:
+                self.experts_cls = Plain if picked is None else picked
+
+            def process_weights_after_loading(self, layer: torch.nn.Module) -> None:
+                self.kernel = make(self.experts_cls, 4)
+
+            def apply(self, layer: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
+                return self.kernel(x)
+        """,
+    }
+    for rel, text in files.items():
+        p = tmp_path / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(textwrap.dedent(text), encoding="utf-8")
+    result = run_check([tmp_path], Config(), base_dir=tmp_path, use_cache=False)
+    hits = [f for f in result.findings if f.rule == "RL105"]
+    assert len(hits) == 1
+    assert [b.split(" ", 1)[0] for b in hits[0].backends] == ["Alloc"]
+    assert "any subclass" in hits[0].backends[0]
