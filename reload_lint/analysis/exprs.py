@@ -252,7 +252,7 @@ class ExprMixin:
             value="oracle",
         )
 
-    def eval_attr(self, fr: Frame, base: tuple, attr: str, e) -> tuple:  # noqa: C901
+    def eval_attr(self, fr: Frame, base: tuple, attr: str, e) -> tuple:
         out: tuple = ()
         text = self.render(e)
         stored = fr.heap.get(text)

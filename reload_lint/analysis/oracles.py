@@ -79,7 +79,7 @@ class Oracles:
         return out
 
     # ------------------------------------------------------------------ expressions
-    def expr(self, mod: str, f: dict | None, e, line: int, depth: int) -> frozenset:  # noqa: C901
+    def expr(self, mod: str, f: dict | None, e, line: int, depth: int) -> frozenset:
         if depth > MAX_DEPTH or not isinstance(e, tuple) or not e:
             return UNKNOWN
         k = e[0]
