@@ -71,6 +71,7 @@ def _findings():
                     TraceStep(MACHETE, 83, "captured by functools.partial"),
                     TraceStep(MACHETE, 120, "read at apply_weights"),
                 ],
+                reader=f"{MACHETE}:120 in MacheteLinearKernel.apply_weights",
             ),
             finding(
                 UTILS,
@@ -680,7 +681,7 @@ def test_unmatched_records_are_listed(tmp_path):
 
 COMMITTED = {
     "worklist": ROOT / "docs/worklist-vllm-0.25.1.md",
-    "findings": ROOT / "docs/evidence/vllm-0.25.1.findings.json",
+    "findings": ROOT / "docs/evidence/h200-vllm-0.25.1.findings.json",
     "evidence": ROOT / "docs/evidence/h200-vllm-0.25.1.json",
 }
 
@@ -760,6 +761,7 @@ def test_static_read_site_from_reader_never_from_a_no_read_note():
         9,
         symbol="K.pwal",
         trace=[store, TraceStep("pkg/k.py", 9, "no apply-time read of this attribute found")],
+        reader=None,
     )
     assert _cells(_row(render_worklist([unread]), "K"))[5] == "static, high confidence"
     old = finding(
@@ -767,6 +769,7 @@ def test_static_read_site_from_reader_never_from_a_no_read_note():
         9,
         symbol="K.pwal",
         trace=[store, TraceStep("pkg/r.py", 40, "read at apply time in K.apply")],
+        reader=None,  # a findings file from before schema 1.1
     )
     assert "read at r.py:40" in _row(render_worklist([old]), "K")
     old.reader = "pkg/q.py:77 in K.forward"  # schema 1.1: the engine's vetted reader wins
