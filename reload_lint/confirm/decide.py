@@ -61,7 +61,10 @@ def reach(finding, msgs: list[dict]) -> tuple[bool, str]:
     """(reached, why not). Unknown (the run failed before loading) counts as reached: the
     failure itself is then the reason."""
     executed = executed_lines(msgs)
-    if executed is None:
+    loaded = any(m["stage"] == "cold_b" and m.get("ok", True) for m in msgs)
+    if executed is None or not loaded:
+        # the run failed before its first load and post-load finished: it cannot tell, and
+        # its failure is the answer
         return True, ""
     lines = set(executed.get(finding.path, []))
     span = range(finding.line, max(finding.end_line or finding.line, finding.line) + 1)
