@@ -52,7 +52,11 @@ class CallMixin:
                     self.eval(fr, a)
                 held = [r for r in recv if r.kind == V.MATTR]
                 if held and meth in T.VIEW_METHODS:
-                    return tuple(AV(V.VIEW, conf="medium", src=r.src) for r in held)
+                    out = ()
+                    for r in held:  # a view of an attribute of unknown nature and layout
+                        base = AV(V.VIEW, conf="medium", src=r.src, value=r.value or "?")
+                        out = V.union(out, self.view_of(fr, base, meth, line))
+                    return out
                 return self._fresh(
                     fr,
                     line,
@@ -177,7 +181,8 @@ class CallMixin:
             if kind == "class":
                 return self.construct(fr, f"{mod}:{qn}", args, kwargs, line)
         if q in TORCH_PARAMETER or q.endswith("nn.Parameter") or q == "Parameter":
-            inner = args[0] if args else ()
+            inner = args[0] if args else dict(kwargs).get("data", ())
+            inner_e = e[2][0] if e[2] else dict(e[3]).get("data")
             src = next((v.src for v in inner if v.kind in (V.REG, V.VIEW)), "")
             fresh = [
                 v for v in inner if v.kind == V.FRESH or (v.kind == V.PARAM and v.value == "fresh")
@@ -193,6 +198,10 @@ class CallMixin:
             elif fresh:
                 value = "fresh"
             elif src:
+                value = "alias"
+            elif inner_e is not None and inner_e[0] == "a" and inner_e[2] == "data":
+                # `Parameter(x.data)`: wraps the storage x already has, whatever x is (a
+                # tensor another path allocated, an item of a container of parameters)
                 value = "alias"
             else:
                 value = "unknown"
@@ -213,8 +222,14 @@ class CallMixin:
             return self._fresh(fr, line, f"custom op `{q}` returns a new tensor")
         if T.is_torch_tensor_func(q):
             first = args[0] if args else ()
-            if q in T.TORCH_VIEW_FUNCS and any(v.kind in (V.REG, V.VIEW) for v in first):
-                return tuple(AV(V.VIEW, src=v.src) for v in first if v.kind in (V.REG, V.VIEW))
+            if (q in T.TORCH_VIEW_FUNCS or q in T.VIEW_OR_COPY) and any(
+                v.kind in (V.REG, V.VIEW) for v in first
+            ):
+                out: tuple = ()
+                for v in first:
+                    if v.kind in (V.REG, V.VIEW):
+                        out = V.union(out, self.view_of(fr, v, q, line))
+                return out
             src = ""
             for a in args:
                 src = src or _derived_src(a)

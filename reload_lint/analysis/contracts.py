@@ -31,6 +31,9 @@ CONTRACT_NAMES = ("vllm-layerwise", "inplace-only")
 # dtype match and binds new storage only when they do not (the first post-load, when the
 # checkpoint layout differs from the runtime layout); every later update copies in place.
 # Path-insensitive analysis cannot see that guard, so they are named. Citations: docs/contracts.md.
+# tests/integration/test_sglang_preserving.py checks each name against the real 0.5.23 sources
+# with `copy_or_rebind_shape` below: the function exists, copies into storage it was handed,
+# and rebinds only on its other branch.
 SGLANG_PRESERVING = (
     # `param.data.copy_(new)` if shape/dtype match, else `param.data = new`; setattr a
     # Parameter only when no Parameter is there yet (srt/layers/utils/common.py:58)
@@ -100,6 +103,13 @@ class Contract:
         if v.kind == V.TUPLE:  # a tuple display is a container too
             flat = tuple(x for group in v.items for x in group)
             v = AV(V.CONTAINER, items=flat, value="tuple", trace=v.trace)
+        if v.kind == V.PARAM and v.value == "alias" and owner in ("object", "data"):
+            # `Parameter(x.data)` / `Parameter(x)` of an existing tensor: no new storage. It
+            # binds that tensor like a view does (a registered one: before copy-back), and of
+            # a tensor of unknown provenance nothing can be said
+            if not v.src:
+                return None
+            v = AV(V.VIEW, conf=v.conf, trace=v.trace, src=v.src)
         k = v.kind
         if owner == "data":
             if k == V.VIEW and v.value == "slice" and not inplace:
@@ -121,9 +131,9 @@ class Contract:
                 return ("RL107", f"{v.value} binds a registered tensor before copy-back")
             return None
         if k == V.CONTAINER:
-            if any(c.kind in (V.FRESH, V.PARAM) for c in v.items):
+            if any(c.kind in (V.FRESH, V.PARAM) and not _aliases(c) for c in v.items):
                 return ("RL104", "container holds a tensor created after loading")
-            if any(c.kind in (V.REG, V.VIEW) for c in v.items) and not inplace:
+            if any(_binds_registered(c) for c in v.items) and not inplace:
                 return ("RL107", "container binds a registered tensor before copy-back")
             return None
         if k in (V.OBJ, V.MODULE) and v.value == "rebuilt" and v.items:
@@ -132,7 +142,7 @@ class Contract:
                 # built from a backend the oracle chooses, and no choice allocates: what is
                 # left are guesses about values of unknown type (analysis/oracles.py)
                 return None
-            if any(a.kind not in (V.REG, V.VIEW) for a in v.items):
+            if any(a.kind not in (V.REG, V.VIEW) and not _aliases(a) for a in v.items):
                 return ("RL105", f"rebuilt {name} allocates tensors in its constructor chain")
             if not inplace:
                 return ("RL107", f"rebuilt {name} binds registered tensors before copy-back")
@@ -179,6 +189,15 @@ class Contract:
         return triage.fix_for(rule, target, v, why, self.name == "inplace-only")
 
 
+def _aliases(v: AV) -> bool:
+    """A Parameter wrapping storage that already exists (`Parameter(x.data)`)."""
+    return v.kind == V.PARAM and v.value == "alias"
+
+
+def _binds_registered(v: AV) -> bool:
+    return v.kind in (V.REG, V.VIEW) or (_aliases(v) and bool(v.src))
+
+
 def judge_param_on_module(v: AV, inplace: bool, attr: str | None = None):
     """A Parameter stored on a module (or on what a layer holds, attr unknown: None)."""
     if inplace and attr is not None and v.value == "cast" and v.src.rsplit(".", 1)[-1] == attr:
@@ -194,3 +213,49 @@ def make_contract(name: str, preserving=()) -> Contract:
     """The named contract, knowing its built-in helpers plus `preserving` (from config)."""
     names = [*BUILTIN_PRESERVING.get(name, ()), *preserving]
     return Contract(name=name, preserving=frozenset(n.strip() for n in names if n.strip()))
+
+
+def copy_or_rebind_shape(f: dict) -> list[str]:
+    """What a function record lacks to be a copy-or-rebind helper ([] when it is one).
+
+    - a `.copy_(...)` into storage the caller owns: the receiver is rooted at one of the
+      function's parameters, or at a local read off one (`getattr(module, name)`);
+    - a rebinding alternative, which the helper takes only when the copy cannot be made:
+      `.data = ...`, `setattr(...)`, or returning a value instead of the target.
+    """
+    params = set(f["params"])
+    owned = set(params)
+    copies = rebinds = False
+    for st in f["body"]:
+        if st[0] == "assign":
+            value = st[5]
+            for t in st[4]:
+                if t[0] == "n" and _rooted(value, owned, via_getattr=True):
+                    owned.add(t[1])
+                if t[0] == "a" and t[2] == "data":
+                    rebinds = True
+        elif st[0] == "expr":
+            e = st[4]
+            if e[0] == "c" and e[1][0] == "a" and e[1][2] == "copy_" and _rooted(e[1][1], owned):
+                copies = True
+            if e[0] == "c" and e[1] == ("n", "setattr"):
+                rebinds = True
+        elif st[0] == "ret" and st[4] is not None and st[4][0] == "n" and st[4][1] in params:
+            rebinds = True  # `return source`: the caller binds what it is given
+    missing = []
+    if not copies:
+        missing.append("no `.copy_()` into storage it is handed")
+    if not rebinds:
+        missing.append("no rebinding alternative (`.data =`, `setattr`, returning the source)")
+    return missing
+
+
+def _rooted(e, names: set, via_getattr: bool = False) -> bool:
+    """Whether expression `e` reads `name`, `name.x.y`, or (via_getattr) `getattr(name, ...)`."""
+    while e[0] == "a":
+        e = e[1]
+    if e[0] == "n":
+        return e[1] in names
+    if via_getattr and e[0] == "c" and e[1] == ("n", "getattr") and e[2]:
+        return _rooted(e[2][0], names)
+    return False

@@ -265,6 +265,7 @@ class ExprMixin:
                 else:
                     out = V.union(out, (AV(V.REF, value=q),))
             elif k in (V.MODULE, V.OBJ):
+                regs = self.registered_on(fr, b)[0] if k == V.MODULE else ()
                 m = self.index.lookup_method(b.cls, attr) if b.cls else None
                 mf = self.index.function(*m) if m is not None else None
                 if mf is not None and any(d.endswith("property") for d in mf["decos"]):
@@ -273,9 +274,7 @@ class ExprMixin:
                 elif m is not None:
                     out = V.union(out, (AV(V.BOUND, value=f"{m[0]}:{m[1]}", items=((b,),)),))
                 elif (
-                    b.cls
-                    and attr not in self.registered_names()
-                    and (held := self.attr_type(b.cls, attr)) is not None
+                    b.cls and attr not in regs and (held := self.attr_type(b.cls, attr)) is not None
                 ):
                     kind = V.MODULE if self.index.is_module_class(held) else V.OBJ
                     out = V.union(out, (AV(kind, cls=held, src=f"{b.src}.{attr}"),))
@@ -286,7 +285,7 @@ class ExprMixin:
                 ):
                     out = V.union(out, (self.choice_value(choices, b, attr),))
                 elif k == V.MODULE:
-                    if attr in self.registered_names() or attr in self.buffer_names():
+                    if attr in regs:
                         out = V.union(out, (AV(V.REG, src=f"{b.src}.{attr}", value=attr),))
                     else:
                         out = V.union(out, (AV(V.MATTR, src=f"{b.src}.{attr}", value=attr),))
@@ -311,7 +310,7 @@ class ExprMixin:
                     elif k == V.MATTR:
                         out = V.union(out, (AV(V.VIEW, src=b.src, value=b.value),))
                     else:
-                        out = V.union(out, (AV(V.VIEW, conf=b.conf, trace=b.trace, src=b.src),))
+                        out = V.union(out, self.view_of(fr, b, attr, _line_of(e, fr)))
                 elif attr in T.SCALAR_ATTRS:
                     out = V.union(out, (V.SCAL,))
                 elif k == V.MATTR:
@@ -355,6 +354,35 @@ class ExprMixin:
             return (AV(V.REG, src=f"{self.render(recv_e)}.<dynamic>", value="<dynamic>"),)
         return (V.UNK,)
 
+    def view_of(self, fr: Frame, b: AV, op: str, line: int) -> tuple:
+        """`b.<op>(...)` for a view op on a registered tensor or a view of one (not a fresh
+        tensor: a view of that is still new storage). Tracks the layout (values.layout);
+        `reshape`/`flatten` view a contiguous input and copy a non-contiguous one (new
+        storage, a FRESH value the judge reports), and may do either on an input of unknown
+        layout (both values)."""
+        lay = V.layout(b)
+        if op in T.VIEW_OR_COPY and lay != V.CONTIGUOUS:
+            why = "its input is not contiguous" if lay == V.STRIDED else "its input may not be"
+            copy = AV(
+                V.FRESH,
+                conf=b.conf if lay == V.STRIDED else V.lower(b.conf),
+                src=b.src,
+                trace=b.trace
+                + (TraceStep(fr.path, line, f"`{op}` copies into new storage ({why} contiguous)"),),
+            )
+            if lay == V.STRIDED:
+                return (copy,)
+            return (AV(V.VIEW, conf=b.conf, trace=b.trace, src=b.src, value=b.value), copy)
+        if lay == V.STRIDED and b.value == "slice":
+            value = "slice"  # still a sliced view (the `.data =` judge tells those apart)
+        elif lay == V.STRIDED or op in T.STRIDING_VIEWS:
+            value = "strided"
+        elif lay == V.UNKNOWN_LAYOUT and b.kind == V.VIEW:
+            value = b.value
+        else:
+            value = None
+        return (AV(V.VIEW, conf=b.conf, trace=b.trace, src=b.src, value=value),)
+
     def tensor_method(self, fr: Frame, recv: tuple, name: str, args, line) -> tuple:
         out: tuple = ()
         for b in recv:
@@ -364,7 +392,7 @@ class ExprMixin:
                 if b.kind == V.FRESH:
                     out = V.union(out, (b,))
                 else:
-                    out = V.union(out, (AV(V.VIEW, conf=b.conf, trace=b.trace, src=b.src),))
+                    out = V.union(out, self.view_of(fr, b, name, line))
             elif name in T.VIEW_TUPLE_METHODS:
                 part = (b,) if b.kind == V.FRESH else (AV(V.VIEW, src=b.src),)
                 out = V.union(out, (AV(V.CONTAINER, items=part, value="list"),))

@@ -61,6 +61,9 @@ class Analyzer(ExprMixin, CallMixin, StoreMixin, ReaderMixin):
         self.cache_modules: list[str] = []  # modules with first-use caches (RL201 candidates)
         self._buffers: set[str] | None = None
         self.oracles = Oracles(index)  # class-valued attributes chosen by an oracle
+        self._class_regs: dict[str, tuple[frozenset, frozenset]] = {}
+        self._builders: list[tuple[str, str]] | None = None  # (module class, class it builds)
+        self._layer_regs: dict[str, tuple[frozenset, frozenset]] = {}
         # RL906 rows for roots whose analysis raised (crash guard; see _guarded)
         self.errors: list[FileError] = []
 

@@ -11,6 +11,7 @@ from reload_lint.analysis.frame import (
 )
 from reload_lint.analysis.values import AV
 from reload_lint.findings import Finding, TraceStep
+from reload_lint.index.extract import dotted
 from reload_lint.rules import RULES
 
 
@@ -18,19 +19,83 @@ class StoreMixin:
     """Mixed into Analyzer (analysis/interp.py); uses its state and the other rooms' methods."""
 
     # ------------------------------------------------------------------ registries
-    def registered_names(self) -> set[str]:
+    # Registered names are keyed by who registers them on what (index/extract.py):
+    # - a method registering on its own `self` (`self.register_buffer("w", ...)`,
+    #   `self.w = Parameter(...)`) registers `w` on instances of its class: it counts for a
+    #   module of that class, its bases and its subclasses (`self` in a base-class method may
+    #   be a subclass instance), and for no other class;
+    # - code registering on a module it is handed (a quant method's `create_weights(layer)`,
+    #   a helper's `layer.register_parameter("w", ...)`) may register on any layer: those
+    #   names count for every module.
+    # A module whose class is unknown (the `layer` a post-load root is handed) sees the handed
+    # registrations, plus the names registered on itself by a module class that builds the
+    # root's class and keeps it (`self.quant_method = _GateMethod()` in `GateLinear.__init__`:
+    # GateLinear is the layer _GateMethod's post-load is handed). A name some unrelated class
+    # registers on itself does not make `layer.<name>` registered.
+    # Both tables are read from the records loaded when first asked (every root file is).
+    def _handed_registrations(self) -> tuple[set[str], set[str]]:
         if self._registered is None:
             regs: set[str] = set()
             bufs: set[str] = set()
+            builders: list[tuple[str, str]] = []
             for rec in self.index.loaded_records():
                 regs.update(rec.get("registered", ()))
                 bufs.update(rec.get("buffers", ()))
+                builders.extend(_builds_on_self(rec))
             self._registered, self._buffers = regs, bufs
-        return self._registered
+            self._builders = builders
+        return self._registered, self._buffers or set()
 
-    def buffer_names(self) -> set[str]:
-        self.registered_names()
-        return self._buffers or set()
+    def _layer_registrations(self, root_cls: str) -> tuple[frozenset, frozenset]:
+        """Names registered on themselves by module classes that build `root_cls` (or a
+        subclass of it) and keep it: the layers that class's post-load is handed."""
+        got = self._layer_regs.get(root_cls)
+        if got is None:
+            self._handed_registrations()
+            regs: set[str] = set()
+            bufs: set[str] = set()
+            for builder, dotted_name in self._builders or ():
+                mod = builder.partition(":")[0]
+                q = self.index.qualify(mod, dotted_name)
+                r = self.index.resolve(q) if q else None
+                if r is None or r[0] != "class":
+                    continue
+                if root_cls in self.index.mro(f"{r[1]}:{r[2]}"):
+                    cregs, cbufs = self._class_registrations(builder)
+                    regs |= cregs
+                    bufs |= cbufs
+            got = (frozenset(regs), frozenset(bufs))
+            self._layer_regs[root_cls] = got
+        return got
+
+    def _class_registrations(self, cls_key: str) -> tuple[frozenset, frozenset]:
+        """Names a class, its bases or its subclasses register on `self`."""
+        got = self._class_regs.get(cls_key)
+        if got is None:
+            regs: set[str] = set()
+            bufs: set[str] = set()
+            self._class_regs[cls_key] = (frozenset(), frozenset())
+            for k in [*self.index.mro(cls_key), *self.index.subclasses(cls_key)]:
+                mod, _, qn = k.partition(":")
+                rec = self.index.record(mod)
+                if rec is None:
+                    continue
+                regs.update(rec.get("self_registered", {}).get(qn, ()))
+                bufs.update(rec.get("self_buffers", {}).get(qn, ()))
+            got = (frozenset(regs), frozenset(bufs))
+            self._class_regs[cls_key] = got
+        return got
+
+    def registered_on(self, fr: Frame, b: AV) -> tuple[set[str], set[str]]:
+        """(registered names, buffer names) for attributes of module value `b`."""
+        regs, bufs = self._handed_registrations()
+        if b.cls:
+            cregs, cbufs = self._class_registrations(b.cls)
+        elif fr.root.cls_key:
+            cregs, cbufs = self._layer_registrations(fr.root.cls_key)
+        else:
+            return regs, bufs
+        return regs | cregs, bufs | cbufs
 
     # ------------------------------------------------------------------ stores
     def store_item(self, fr: Frame, tgt, vals, st) -> None:
@@ -79,12 +144,14 @@ class StoreMixin:
                             tr = tr[:-1] + (TraceStep(fr.path, st[1], f"{tr[-1].note}; {note}"),)
                         else:
                             tr = tr + (TraceStep(fr.path, st[1], note),)
+                        alias = "alias" if kept.kind == V.PARAM and kept.value == "alias" else None
                         self.allocs[fr.constructing].append(
                             AV(
                                 kept.kind,
                                 conf=kept.conf,
                                 trace=tr,
                                 src=kept.src,
+                                value=alias,
                                 backends=kept.backends,
                                 chosen=kept.chosen,
                             )
@@ -96,8 +163,9 @@ class StoreMixin:
                     owner = "data" if r.kind != V.FRESH else None
                 if owner is None:
                     continue
+                buffers = self.registered_on(fr, r)[1] if owner == "module" else set()
                 for v in vals:
-                    verdict = contract.judge_store(owner, attr, v, self.buffer_names(), st, fr)
+                    verdict = contract.judge_store(owner, attr, v, buffers, st, fr)
                     if verdict:
                         rule, why = verdict
                         conf = v.conf if owner != "held" else V.lower(v.conf)
@@ -168,3 +236,25 @@ class StoreMixin:
             backends=list(v.backends),
         )
         return key
+
+
+def _builds_on_self(rec: dict) -> list[tuple[str, str]]:
+    """(class key, dotted callee) for `self.<x> = Callee(...)` in the methods of the record's
+    classes (CamelCase callees: classes)."""
+    out = []
+    mod = rec["module"]
+    for cls_qn, crec in rec["classes"].items():
+        for mqn in crec["methods"].values():
+            f = rec["functions"].get(mqn)
+            if f is None or not f["params"]:
+                continue
+            me = f["params"][0]
+            for st in f["body"]:
+                if st[0] != "assign" or st[5][0] != "c" or st[5][1][0] not in ("n", "a"):
+                    continue
+                if not any(t[0] == "a" and t[1] == ("n", me) for t in st[4]):
+                    continue
+                d = dotted(st[5][1])
+                if d and d.rsplit(".", 1)[-1].lstrip("_")[:1].isupper():
+                    out.append((f"{mod}:{cls_qn}", d))
+    return out

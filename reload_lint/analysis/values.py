@@ -108,6 +108,26 @@ def union(*groups) -> tuple:
     return tuple(out)
 
 
+# Memory layout of a registered tensor or a view of one, for the ops that view a contiguous
+# input and copy a non-contiguous one (`reshape`, `flatten`). A registered tensor is
+# contiguous (create_weights allocates it so); a VIEW carries its layout in `value`: None for a
+# contiguity-preserving view of a contiguous tensor, "strided" after `t()`/`transpose`/
+# `permute`/`expand`/..., "slice" after basic slicing (may skip elements); any other value
+# (a view of a module attribute of unknown nature) is of unknown layout.
+CONTIGUOUS, STRIDED, UNKNOWN_LAYOUT = "contiguous", "strided", "unknown"
+
+
+def layout(v: AV) -> str:
+    if v.kind == REG:
+        return CONTIGUOUS
+    if v.kind == VIEW:
+        if v.value is None:
+            return CONTIGUOUS
+        if v.value in ("slice", "strided"):
+            return STRIDED
+    return UNKNOWN_LAYOUT
+
+
 def tensorish(vals) -> bool:
     return any(v.kind in TENSORISH for v in vals)
 

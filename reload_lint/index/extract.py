@@ -711,10 +711,21 @@ def extract_module(source: str, module_name: str, is_package: bool) -> dict:
     positions = compute_positions(mod)
     ex = _Extractor(module_name, is_package, positions)
     ex.module(mod)
-    # registered buffer names anywhere in the module: `x.register_buffer("name", ...)`
+    # names registered by literal: `x.register_buffer("name", ...)`, `x.register_parameter(
+    # "name", ...)`, `x.name = Parameter(...)`. A method registering on its own `self` keys the
+    # name by its class (self_registered / self_buffers); any other receiver (the layer a
+    # create_weights is handed, a local module) is a handed registration, one table per module
     registered: set[str] = set()
+    self_regs: dict[str, set[str]] = {}
+    self_bufs: dict[str, set[str]] = {}
     for f in ex.functions.values():
-        _collect_buffers(f["body"], ex.buffers, registered)
+        me = _self_param(f)
+        if me is None:
+            _collect_buffers(f["body"], ex.buffers, registered)
+            continue
+        regs = self_regs.setdefault(f["cls"], set())
+        bufs = self_bufs.setdefault(f["cls"], set())
+        _collect_buffers(f["body"], ex.buffers, registered, me, bufs, regs)
     return {
         "module": module_name,
         "is_package": is_package,
@@ -724,11 +735,40 @@ def extract_module(source: str, module_name: str, is_package: bool) -> dict:
         "globals": ex.globals,
         "buffers": sorted(ex.buffers),
         "registered": sorted(registered),
+        "self_registered": {c: sorted(v) for c, v in sorted(self_regs.items()) if v},
+        "self_buffers": {c: sorted(v) for c, v in sorted(self_bufs.items()) if v},
     }
 
 
-def _collect_buffers(body, out: set[str], registered: set[str]) -> None:
-    """Literal names passed to register_buffer (out) and registered as parameters (registered)."""
+def _self_param(f: dict) -> str | None:
+    """The name a method's instance is bound to (`self`), None for functions, static and
+    class methods."""
+    if not f["cls"] or not f["params"]:
+        return None
+    if any(d.rsplit(".", 1)[-1] in ("staticmethod", "classmethod") for d in f["decos"]):
+        return None
+    return f["params"][0]
+
+
+def _collect_buffers(  # noqa: C901
+    body,
+    out: set[str],
+    registered: set[str],
+    me: str | None = None,
+    self_out: set[str] | None = None,
+    self_registered: set[str] | None = None,
+) -> None:
+    """Literal names passed to register_buffer (out) and registered as parameters
+    (registered); with `me` (a method's self name), registrations on `me` itself go to
+    self_out / self_registered instead."""
+
+    def add(recv, name: str, buffer: bool) -> None:
+        on_self = me is not None and recv == ("n", me)
+        regs = self_registered if on_self else registered
+        regs.add(name)
+        if buffer:
+            (self_out if on_self else out).add(name)
+
     for s in body:
         if s[0] == "expr":
             e = s[4]
@@ -737,10 +777,9 @@ def _collect_buffers(body, out: set[str], registered: set[str]) -> None:
                 first = e[2][0]
                 if first[0] == "k" and first[1] == "str" and isinstance(first[2], str):
                     if meth == "register_buffer":
-                        out.add(first[2])
-                        registered.add(first[2])
+                        add(e[1][1], first[2], True)
                     elif meth == "register_parameter":
-                        registered.add(first[2])
+                        add(e[1][1], first[2], False)
         elif s[0] == "assign":
             v = s[5]
             if v[0] == "c" and v[1][0] in ("n", "a"):
@@ -748,4 +787,4 @@ def _collect_buffers(body, out: set[str], registered: set[str]) -> None:
                 if callee.endswith("Parameter"):
                     for t in s[4]:
                         if t[0] == "a":
-                            registered.add(t[2])
+                            add(t[1], t[2], False)

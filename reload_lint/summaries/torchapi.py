@@ -35,6 +35,37 @@ VIEW_METHODS = frozenset(
         "flatten",
     }
 )
+# Views whose result is in general not contiguous (strides permuted, broadcast or skipping).
+STRIDING_VIEWS = frozenset(
+    {
+        "t",
+        "transpose",
+        "permute",
+        "expand",
+        "expand_as",
+        "narrow",
+        "select",
+        "as_strided",
+        "unfold",
+        "diagonal",
+        "movedim",
+        "swapaxes",
+        "swapdims",
+        "T",
+        "mT",
+        "H",
+        "mH",
+        "torch.t",
+        "torch.transpose",
+        "torch.permute",
+        "torch.narrow",
+        "torch.select",
+        "torch.as_strided",
+        "torch.movedim",
+    }
+)
+# A view of a contiguous input, a copy (new storage) of a non-contiguous one.
+VIEW_OR_COPY = frozenset({"reshape", "flatten", "torch.reshape", "torch.flatten"})
 # Tensor methods returning several views.
 VIEW_TUPLE_METHODS = frozenset({"split", "chunk", "unbind", "tensor_split"})
 # View-like attributes.
@@ -95,6 +126,11 @@ SHAPE_CHANGING = frozenset(
         "torch.stack",
         "torch.narrow",
         "pad",
+        # a copying reshape/flatten (non-contiguous input) changes the shape as well
+        "reshape",
+        "flatten",
+        "torch.reshape",
+        "torch.flatten",
     }
 )
 # torch.* callables that do not produce tensors.

@@ -306,3 +306,62 @@ def test_helpers_under_namespace_packages_are_followed(tmp_path):
         p.write_text(textwrap.dedent(text), encoding="utf-8")
     found = _found(Config(contract="inplace-only"), tmp_path)
     assert ("nspkg/srt/helpers.py", 6, "RL106") in found
+
+
+_SHAPES = {
+    "copy_or_rebind": (
+        """
+        def helper(module, name, new):
+            param = getattr(module, name, None)
+            if param.data.shape == new.shape:
+                param.data.copy_(new)
+            else:
+                param.data = new
+        """,
+        [],
+    ),
+    "copy_or_return": (
+        """
+        def helper(target, source):
+            if target is not None:
+                target.copy_(source)
+                return target
+            return source
+        """,
+        [],
+    ),
+    "always_rebinds": (
+        """
+        def helper(module, name, new):
+            setattr(module, name, new)
+        """,
+        ["no `.copy_()` into storage it is handed"],
+    ),
+    "copies_into_its_own_tensor": (
+        """
+        def helper(module, name, new):
+            tmp = new.clone()
+            tmp.copy_(new)
+            module.x.data = tmp
+        """,
+        ["no `.copy_()` into storage it is handed"],
+    ),
+    "copies_only": (
+        """
+        def helper(target, source):
+            target.copy_(source)
+        """,
+        ["no rebinding alternative (`.data =`, `setattr`, returning the source)"],
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_SHAPES))
+def test_copy_or_rebind_shape_checker(name):
+    """The check tests/integration/test_sglang_preserving.py applies to the named helpers."""
+    from reload_lint.analysis.contracts import copy_or_rebind_shape
+    from reload_lint.index.extract import extract_module
+
+    src, want = _SHAPES[name]
+    rec = extract_module(textwrap.dedent(src), "m", False)
+    assert copy_or_rebind_shape(rec["functions"]["helper"]) == want
