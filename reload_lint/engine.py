@@ -185,24 +185,36 @@ def _analyse(store, files, by_module, cfg, roots, contract_for, only_paths, prog
     if store.speculating_possible():  # a cold run left a worker pool; warm runs skip this
         store.speculate(_likely_imports(store, seeds, imports_of), imports_of)
 
-    def loader(module: str):
-        sf = by_module.get(module)
-        return store.record(sf) if sf is not None else None
-
-    index = ProjectIndex(
-        {m: sf.rel for m, sf in by_module.items()}, loader, _class_bases(store, by_module)
-    )
-    analyzer = Analyzer(index, roots, cfg.all_apply_names(), contract_for)
-    seed_modules = sorted(sf.module for sf in seeds)
-    for m in seed_modules:
-        index.record(m)
-    analyzer.cache_modules = sorted(sf.module for sf in files if (store.facts(sf) or _NO_FACTS)[2])
-    progress.start("analysing (parsing on demand)", 0)
+    found: dict[tuple, Finding] = {}
     try:
-        findings = analyzer.run(seed_modules)
+        for view_files, view in _root_views(files, by_module):
+            index = ProjectIndex(
+                {m: sf.rel for m, sf in view.items()},
+                _loader(store, view),
+                _class_bases(store, view),
+            )
+            analyzer = Analyzer(index, roots, cfg.all_apply_names(), contract_for)
+            in_view = set(map(id, view_files))
+            seed_modules = sorted(sf.module for sf in seeds if id(sf) in in_view)
+            for m in seed_modules:
+                index.record(m)
+            analyzer.cache_modules = sorted(
+                sf.module
+                for sf in view_files
+                if (store.facts(sf) or _NO_FACTS)[2] and view.get(sf.module) is sf
+            )
+            progress.start("analysing (parsing on demand)", 0)
+            for f in analyzer.run(seed_modules):
+                # a file another view reaches too: the first view's finding stands
+                found.setdefault((f.path, f.line, f.rule, f.target), f)
+            for e in getattr(analyzer, "errors", ()):
+                if all(
+                    (e.path, e.line, e.message) != (x.path, x.line, x.message) for x in store.errors
+                ):
+                    store.errors.append(e)
     finally:
         store.close()
-    store.errors.extend(getattr(analyzer, "errors", ()))
+    findings = list(found.values())
 
     findings = [f for f in findings if cfg.rule_enabled(f.path, f.rule)]
     findings.sort(key=Finding.sort_key)
@@ -213,6 +225,49 @@ def _analyse(store, files, by_module, cfg, roots, contract_for, only_paths, prog
             lines[f.path] = (store.text_of(f.path) or "").splitlines()
         f.snippet = _snippet_line(lines[f.path], f.line)
     return findings
+
+
+def _loader(store, view: dict):
+    def loader(module: str):
+        sf = view.get(module)
+        return store.record(sf) if sf is not None else None
+
+    return loader
+
+
+def _root_of(sf: SourceFile) -> str:
+    """The folder a file's package hierarchy starts in: `a` for `a/pkg/x.py` named `pkg.x`."""
+    parts = sf.rel.split("/")
+    depth = len(sf.module.split(".")) + (1 if sf.is_package else 0)
+    return "/".join(parts[: max(len(parts) - depth, 0)])
+
+
+def _root_views(files: list[SourceFile], by_module: dict) -> list[tuple[list, dict]]:
+    """The module tables the analysis runs over, each with the files whose roots it runs.
+
+    Normally one: every module name names one file. When two folders hold a package of the
+    same name (`a/pkg`, `b/pkg`: two checkouts, vendored copies), the module table is keyed by
+    the folder too: each such folder gets its own view, where its own files win and names it
+    lacks resolve as in the others, and runs its own roots; the files of the remaining
+    folders share one view. Every file is then analysed against its own copy of its package.
+    """
+    folders: dict[str, set[str]] = {}
+    for sf in files:
+        folders.setdefault(sf.module, set()).add(_root_of(sf))
+    shared = {f for fs in folders.values() if len(fs) > 1 for f in fs}
+    if not shared:
+        return [(files, by_module)]
+    views = []
+    groups = [[sf for sf in files if _root_of(sf) not in shared]]
+    groups += [[sf for sf in files if _root_of(sf) == f] for f in sorted(shared)]
+    for group in groups:
+        if not group:
+            continue
+        view: dict[str, SourceFile] = {}
+        for sf in [*group, *files]:
+            view.setdefault(sf.module, sf)
+        views.append((group, view))
+    return views
 
 
 def _import_resolver(by_module: dict):
