@@ -206,35 +206,61 @@ class ExprMixin:
         callees of stores to this attribute are resolved (resolving is what parses modules).
         """
         key = (cls_key, attr)
-        if key in self._attr_types:
-            return self._attr_types[key]
-        self._attr_types[key] = None
-        found = None
+        if key not in self._attr_types:
+            self._attr_types[key] = None
+            self._attr_types[key] = self._stored_class(cls_key, attr, on_self=True)
+        return self._attr_types[key]
+
+    def layer_attr_type(self, root_cls: str | None, attr: str) -> str | None:
+        """Class key of `layer.<attr>` on the post-load path of `root_cls`'s methods, for a
+        layer of unknown class: the object the root's class (a quant method) stores on the
+        layer it is handed in any of its methods (`layer.kernel = Kernel(...)` in
+        create_weights), else what the module classes that build the root's class store on
+        themselves (the layer's constructor)."""
+        if not root_cls:
+            return None
+        key = (f"layer-of:{root_cls}", attr)
+        if key not in self._attr_types:
+            self._attr_types[key] = None
+            found = self._stored_class(root_cls, attr, on_self=False)
+            if found is None:
+                self._handed_registrations()
+                for builder, _ in self._builders_of(root_cls):
+                    found = self.attr_type(builder, attr)
+                    if found is not None:
+                        break
+            self._attr_types[key] = found
+        return self._attr_types[key]
+
+    def _stored_class(self, cls_key: str, attr: str, on_self: bool) -> str | None:
+        """The class `Class(...)` stored on `<me>.<attr>` in the methods of cls_key's MRO, `me`
+        being the method's `self` (on_self) or another of its parameters (the layer)."""
         for k in self.index.mro(cls_key):
             crec = self.index.class_record(k)
-            if crec is None or found:
+            if crec is None:
                 continue
             mod = k.partition(":")[0]
             for _name, mqn in sorted(crec["methods"].items()):
                 f = self.index.function(mod, mqn)
-                if f is None or not f["params"] or found:
+                if f is None or not f["params"]:
                     continue
-                me = f["params"][0]
+                owners = {f["params"][0]} if on_self else set(f["params"][1:])
                 for st in f["body"]:
                     if st[0] != "assign" or st[5][0] != "c":
                         continue
-                    if not any(t[0] == "a" and t[1] == ("n", me) and t[2] == attr for t in st[4]):
+                    if not any(
+                        t[0] == "a" and t[1][0] == "n" and t[1][1] in owners and t[2] == attr
+                        for t in st[4]
+                    ):
                         continue
                     d = dotted(st[5][1]) if st[5][1][0] in ("n", "a") else None
-                    if not d or not d.rsplit(".", 1)[-1][:1].isupper():
+                    if not d or not d.rsplit(".", 1)[-1].lstrip("_")[:1].isupper():
                         continue  # classes are CamelCase: plain calls are not resolved
                     q = self.index.qualify(mod, d)
                     r = self.index.resolve(q) if q else None
                     if r is not None and r[0] == "class":
-                        found = f"{r[1]}:{r[2]}"
-                        break
-        self._attr_types[key] = found
-        return found
+                        return f"{r[1]}:{r[2]}"
+        return None
 
     def choice_value(self, choices: tuple, owner: AV, attr: str) -> AV:
         """`self.<attr>` holding one of the classes an oracle returns (analysis/oracles.py)."""
@@ -280,10 +306,18 @@ class ExprMixin:
                     out = V.union(out, (AV(kind, cls=held, src=f"{b.src}.{attr}"),))
                 elif (
                     b.cls
-                    and attr not in self.registered_names()
+                    and attr not in regs
                     and (choices := self.oracles.attr_choices(b.cls, attr))
                 ):
                     out = V.union(out, (self.choice_value(choices, b, attr),))
+                elif (
+                    k == V.MODULE
+                    and not b.cls
+                    and attr not in regs
+                    and (held := self.layer_attr_type(fr.root.cls_key, attr)) is not None
+                ):
+                    kind = V.MODULE if self.index.is_module_class(held) else V.OBJ
+                    out = V.union(out, (AV(kind, cls=held, src=f"{b.src}.{attr}"),))
                 elif k == V.MODULE:
                     if attr in regs:
                         out = V.union(out, (AV(V.REG, src=f"{b.src}.{attr}", value=attr),))

@@ -64,6 +64,7 @@ class Analyzer(ExprMixin, CallMixin, StoreMixin, ReaderMixin):
         self._class_regs: dict[str, tuple[frozenset, frozenset]] = {}
         self._builders: list[tuple[str, str]] | None = None  # (module class, class it builds)
         self._layer_regs: dict[str, tuple[frozenset, frozenset]] = {}
+        self._built_by: dict[str, list[tuple[str, str]]] = {}
         # RL906 rows for roots whose analysis raised (crash guard; see _guarded)
         self.errors: list[FileError] = []
 

@@ -54,16 +54,10 @@ class StoreMixin:
             self._handed_registrations()
             regs: set[str] = set()
             bufs: set[str] = set()
-            for builder, dotted_name in self._builders or ():
-                mod = builder.partition(":")[0]
-                q = self.index.qualify(mod, dotted_name)
-                r = self.index.resolve(q) if q else None
-                if r is None or r[0] != "class":
-                    continue
-                if root_cls in self.index.mro(f"{r[1]}:{r[2]}"):
-                    cregs, cbufs = self._class_registrations(builder)
-                    regs |= cregs
-                    bufs |= cbufs
+            for builder, _built in self._builders_of(root_cls):
+                cregs, cbufs = self._class_registrations(builder)
+                regs |= cregs
+                bufs |= cbufs
             got = (frozenset(regs), frozenset(bufs))
             self._layer_regs[root_cls] = got
         return got
@@ -84,6 +78,26 @@ class StoreMixin:
                 bufs.update(rec.get("self_buffers", {}).get(qn, ()))
             got = (frozenset(regs), frozenset(bufs))
             self._class_regs[cls_key] = got
+        return got
+
+    def _builders_of(self, root_cls: str) -> list[tuple[str, str]]:
+        """(module class, built class) for the module classes that build `root_cls` or a
+        subclass of it and keep it on themselves (from the records loaded when first asked)."""
+        got = self._built_by.get(root_cls)
+        if got is None:
+            self._handed_registrations()
+            got = []
+            for builder, dotted_name in self._builders or ():
+                if not self.index.is_module_class(builder):
+                    continue
+                mod = builder.partition(":")[0]
+                q = self.index.qualify(mod, dotted_name)
+                r = self.index.resolve(q) if q else None
+                if r is not None and r[0] == "class":
+                    built = f"{r[1]}:{r[2]}"
+                    if root_cls in self.index.mro(built):
+                        got.append((builder, built))
+            self._built_by[root_cls] = got
         return got
 
     def registered_on(self, fr: Frame, b: AV) -> tuple[set[str], set[str]]:

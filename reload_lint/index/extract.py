@@ -750,7 +750,7 @@ def _self_param(f: dict) -> str | None:
     return f["params"][0]
 
 
-def _collect_buffers(  # noqa: C901
+def _collect_buffers(
     body,
     out: set[str],
     registered: set[str],
