@@ -409,6 +409,10 @@ class CallMixin:
         self.constructed.setdefault(cls_key, TraceStep(fr.path, line, f"{cname} built here"))
         obj = AV(V.MODULE if is_module else V.OBJ, cls=cls_key, oid=oid, src="self")
         init = self.index.lookup_method(cls_key, "__init__")
+        if init is None and fr.mode == "post":
+            # a dataclass-like class: its keyword arguments are its fields
+            for name, vals in kwargs:
+                self.note_field(cls_key, name, vals)
         if init is not None and memo_key not in self.active:
             self.active.add(memo_key)
             try:

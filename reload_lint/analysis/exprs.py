@@ -300,6 +300,14 @@ class ExprMixin:
                 elif m is not None:
                     out = V.union(out, (AV(V.BOUND, value=f"{m[0]}:{m[1]}", items=((b,),)),))
                 elif (
+                    b.cls
+                    and not b.oid
+                    and fr.mode == "post"
+                    and attr not in regs
+                    and (held_vals := self.read_field(fr, b, attr, _line_of(e, fr)))
+                ):
+                    out = V.union(out, held_vals)
+                elif (
                     b.cls and attr not in regs and (held := self.attr_type(b.cls, attr)) is not None
                 ):
                     kind = V.MODULE if self.index.is_module_class(held) else V.OBJ

@@ -22,6 +22,7 @@ class RootState:
     deleted: set[str] = field(default_factory=set)
     derived_findings: list[tuple[str, str]] = field(default_factory=list)  # (finding key, src)
     cls_key: str | None = None  # the root's class (the reader search starts there)
+    entry: tuple = ()  # (module, qualname) of a post-load root (empty for lazy/apply runs)
 
 
 @dataclass

@@ -65,6 +65,11 @@ class Analyzer(ExprMixin, CallMixin, StoreMixin, ReaderMixin):
         self._builders: list[tuple[str, str]] | None = None  # (module class, class it builds)
         self._layer_regs: dict[str, tuple[frozenset, frozenset]] = {}
         self._built_by: dict[str, list[tuple[str, str]]] = {}
+        # object fields: (class, attribute) -> what objects of that class built on a post-load
+        # path hold there; roots that read a field before it was known are run again
+        self.fields: dict[tuple[str, str], tuple] = {}
+        self.field_waiters: dict[tuple[str, str], set[tuple[str, str]]] = {}
+        self.field_dirty: set[tuple[str, str]] = set()
         # RL906 rows for roots whose analysis raised (crash guard; see _guarded)
         self.errors: list[FileError] = []
 
@@ -86,6 +91,14 @@ class Analyzer(ExprMixin, CallMixin, StoreMixin, ReaderMixin):
         self._registered = None
         for mod, qn, f in roots:
             self._guarded(mod, qn, f, self.run_root, mod, qn, f)
+        # roots that read an object field (what an object built after loading holds) before
+        # the root that builds the object ran: run them once more, with fresh summaries
+        again = [r for r in roots if (r[0], r[1]) in self.field_dirty]
+        if again:
+            self.memo.clear()
+            self.field_dirty.clear()
+            for mod, qn, f in again:
+                self._guarded(mod, qn, f, self.run_root, mod, qn, f)
         self.run_lazy()
         self.run_apply_caches([*modules, *self.cache_modules])
         self.add_graph_visibility()
@@ -125,7 +138,9 @@ class Analyzer(ExprMixin, CallMixin, StoreMixin, ReaderMixin):
 
     def run_root(self, mod: str, qn: str, f: dict) -> None:
         path = self.index.path_of(mod)
-        state = RootState(root=qn, cls_key=f"{mod}:{f['cls']}" if f["cls"] else None)
+        state = RootState(
+            root=qn, cls_key=f"{mod}:{f['cls']}" if f["cls"] else None, entry=(mod, qn)
+        )
         env = self._entry_env(f, self._self_value(mod, f))
         frame = Frame(
             module=mod,

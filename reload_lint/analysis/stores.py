@@ -148,6 +148,8 @@ class StoreMixin:
                     if v.kind in (V.OBJ, V.MODULE) and v.cls:
                         self.note_held(r.cls, attr, v.cls)  # for the reader search
             if r.kind in (V.OBJ, V.MODULE) and fr.constructing and r.oid == fr.constructing:
+                if fr.mode == "post" and not mutate:
+                    self.note_field(r.cls, attr, vals)
                 for v in vals:
                     kept = _kept(v)
                     if kept is not None:
@@ -203,6 +205,51 @@ class StoreMixin:
                         self.report(fr, "RL201", st, target, v, f"derived from `{v.src}`")
                         break
 
+    # ------------------------------------------------------------------ object fields
+    def note_field(self, cls_key: str, attr: str, vals: tuple) -> None:
+        """An object of class `cls_key` built on a post-load path holds `vals` in `attr`."""
+        keep = tuple(v for v in vals if v.kind in _FIELD_KINDS)
+        if not keep:
+            return
+        key = (cls_key, attr)
+        old = self.fields.get(key, ())
+        new = V.union(old, keep)
+        if len(new) != len(old):
+            self.fields[key] = new
+            self.field_dirty |= self.field_waiters.get(key, set())
+
+    def read_field(self, fr: Frame, b: AV, attr: str, line: int) -> tuple:
+        """What an object built after loading holds in `attr` (a tensor it allocated, an object
+        it was given), or () when unknown; a read before the builder ran is noted, so the
+        reading root runs again at the end."""
+        key = (b.cls, attr)
+        got = self.fields.get(key)
+        if got is None:
+            if fr.root.entry:
+                self.field_waiters.setdefault(key, set()).add(fr.root.entry)
+            return ()
+        out = []
+        for v in got:
+            if v.kind in (V.OBJ, V.MODULE):
+                # the object it holds, as a reference (not rebuilt by this read)
+                out.append(AV(v.kind, conf=v.conf, cls=v.cls, src=f"{b.src}.{attr}"))
+                continue
+            if v.kind in (V.FRESH, V.PARAM) and v.trace:
+                note = (
+                    f"`{b.src}.{attr}` holds it: a tensor allocated after loading, not registered"
+                )
+                v = AV(
+                    v.kind,
+                    conf=v.conf,
+                    trace=v.trace + (TraceStep(fr.path, line, note),),
+                    cls=v.cls,
+                    items=v.items,
+                    src=v.src,
+                    value=v.value,
+                )
+            out.append(v)
+        return tuple(out)
+
     # ------------------------------------------------------------------ findings
     def report(self, fr: Frame, rule: str, st, target: str, v: AV, why: str, conf=None) -> tuple:
         key = (fr.path, st[1], rule, target)
@@ -250,6 +297,10 @@ class StoreMixin:
             backends=list(v.backends),
         )
         return key
+
+
+# what an object field keeps for later reads: tensors and the objects it holds
+_FIELD_KINDS = frozenset({V.FRESH, V.PARAM, V.REG, V.VIEW, V.OBJ, V.MODULE, V.CONTAINER})
 
 
 def _builds_on_self(rec: dict) -> list[tuple[str, str]]:
