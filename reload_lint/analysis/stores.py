@@ -180,7 +180,10 @@ class StoreMixin:
                 if owner is None:
                     continue
                 buffers = self.registered_on(fr, r)[1] if owner == "module" else set()
-                for v in vals:
+                # a value that may be new storage or an existing tensor (a field one builder
+                # fills with a registered scale and another with `1 / scale`, a reshape that
+                # may copy): the new-storage case is the one reported
+                for v in sorted(vals, key=_new_storage_first):
                     verdict = contract.judge_store(owner, attr, v, buffers, st, fr)
                     if verdict:
                         rule, why = verdict
@@ -297,6 +300,10 @@ class StoreMixin:
             backends=list(v.backends),
         )
         return key
+
+
+def _new_storage_first(v: AV) -> int:
+    return 0 if v.kind in (V.FRESH, V.PARAM) else 1
 
 
 # what an object field keeps for later reads: tensors and the objects it holds
