@@ -89,6 +89,7 @@ def run_check(
         name, is_pkg = _module_name(tuple(sf.rel.split("/")), pkg_dirs)
         sf.module, sf.is_package = name, is_pkg
         by_module.setdefault(name, sf)
+    views = _root_views(files, by_module)
 
     contract_name = cfg.contract
     if contract_name == "auto":
@@ -137,7 +138,7 @@ def run_check(
     if cached is not None:
         findings, store_errors, suppressions = cached
     else:
-        findings = _analyse(store, files, by_module, cfg, roots, contract_for, only_paths, progress)
+        findings = _analyse(store, files, views, cfg, roots, contract_for, only_paths, progress)
         store_errors = errors[n_discover:]
         suppressions = _scan_suppressions(
             {rel: store.text_of(rel) or "" for rel in _marker_files(store, files)}
@@ -159,14 +160,19 @@ def run_check(
         suppressions=suppressions,
         texts=_Texts(store),
         codebase=detect_codebase(files),
-        analysed=frozenset(sf.rel for sf in by_module.values()),
+        analysed=frozenset(
+            sf.rel for group, view in views for sf in group if view[sf.module] is sf
+        ),
         shadowed={
-            sf.rel: by_module[sf.module].rel for sf in files if by_module[sf.module] is not sf
+            sf.rel: view[sf.module].rel
+            for group, view in views
+            for sf in group
+            if view[sf.module] is not sf
         },
     )
 
 
-def _analyse(store, files, by_module, cfg, roots, contract_for, only_paths, progress):
+def _analyse(store, files, views, cfg, roots, contract_for, only_paths, progress):
     """Index + analysis (a whole-run cache miss): findings selected, sorted, fingerprinted."""
     from reload_lint.analysis.interp import Analyzer
     from reload_lint.index.project import ProjectIndex
@@ -181,13 +187,14 @@ def _analyse(store, files, by_module, cfg, roots, contract_for, only_paths, prog
     caches = [sf for sf in files if (store.facts(sf) or _NO_FACTS)[2] and id(sf) not in seen]
     progress.start("parsing", len(seeds) + len(named) + len(caches))
     store.prefetch(seeds + named + caches, keep_pool=True)
+    by_module = views[0][1]  # speculative parsing follows the first view's imports
     imports_of = _guarded(_import_resolver(by_module), by_module, store.errors)
     if store.speculating_possible():  # a cold run left a worker pool; warm runs skip this
         store.speculate(_likely_imports(store, seeds, imports_of), imports_of)
 
     found: dict[tuple, Finding] = {}
     try:
-        for view_files, view in _root_views(files, by_module):
+        for view_files, view in views:
             index = ProjectIndex(
                 {m: sf.rel for m, sf in view.items()},
                 _loader(store, view),

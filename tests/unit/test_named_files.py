@@ -34,30 +34,48 @@ def twins(tmp_path, monkeypatch):
     return tmp_path
 
 
+@pytest.fixture
+def shadow(twins):
+    """a/pkg/x/__init__.py: a package with the module name of a/pkg/x.py in the same folder
+    (two copies in different folders, a/pkg and b/pkg, are each analysed: see
+    tests/unit/test_engine_duplicates.py)."""
+    (twins / "a" / "pkg" / "x").mkdir()
+    (twins / "a" / "pkg" / "x" / "__init__.py").write_text(KERNEL)
+    return twins
+
+
 def _run(capsys, *argv):
     code = main(["check", "--no-cache", *argv])
     out, err = capsys.readouterr()
     return code, out, err
 
 
-def test_a_named_file_shadowed_by_a_same_named_module_is_not_reported_clean(twins, capsys):
-    code, out, _ = _run(capsys, "b/pkg/x.py")
+def test_a_named_file_shadowed_by_a_same_named_module_is_not_reported_clean(shadow, capsys):
+    code, out, _ = _run(capsys, "a/pkg/x/__init__.py")
     assert code == 3, out
-    assert "b/pkg/x.py: RL906 named file was not analysed: `a/pkg/x.py` has the same" in out
+    assert (
+        "a/pkg/x/__init__.py: RL906 named file was not analysed: `a/pkg/x.py` has the same" in out
+    )
     assert "Found 0 findings" in out and "1 file error" in out
 
 
-def test_the_row_is_in_every_format(twins, capsys):
-    code, out, _ = _run(capsys, "--format", "json", "b/pkg/x.py")
+def test_the_row_is_in_every_format(shadow, capsys):
+    code, out, _ = _run(capsys, "--format", "json", "a/pkg/x/__init__.py")
     report = json.loads(out)
     assert code == 3
-    assert [(e["rule"], e["path"]) for e in report["errors"]] == [("RL906", "b/pkg/x.py")]
+    assert [(e["rule"], e["path"]) for e in report["errors"]] == [("RL906", "a/pkg/x/__init__.py")]
 
 
-def test_the_analysed_twin_still_reports_its_findings(twins, capsys):
-    code, out, _ = _run(capsys, "a/pkg/x.py", "b/pkg/x.py")
+def test_the_analysed_twin_still_reports_its_findings(shadow, capsys):
+    code, out, _ = _run(capsys, "a/pkg/x.py", "a/pkg/x/__init__.py")
     assert code == 1
-    assert "a/pkg/x.py:6:" in out and "b/pkg/x.py: RL906" in out
+    assert "a/pkg/x.py:6:" in out and "a/pkg/x/__init__.py: RL906" in out
+
+
+def test_a_second_copy_in_another_folder_is_analysed(twins, capsys):
+    code, out, _ = _run(capsys, "b/pkg/x.py")
+    assert code == 1, out
+    assert "b/pkg/x.py:6:" in out and "RL906" not in out
 
 
 def test_a_named_file_in_a_default_skipped_folder(twins, capsys):
@@ -73,6 +91,6 @@ def test_a_named_stub_file(twins, capsys):
     assert code == 3 and "only .py files are analysed" in out
 
 
-def test_ignoring_rl906_is_the_users_explicit_choice(twins, capsys):
-    code, _, _ = _run(capsys, "--ignore", "RL906", "b/pkg/x.py")
+def test_ignoring_rl906_is_the_users_explicit_choice(shadow, capsys):
+    code, _, _ = _run(capsys, "--ignore", "RL906", "a/pkg/x/__init__.py")
     assert code == 0
