@@ -53,7 +53,7 @@ class CallMixin:
                 held = [r for r in recv if r.kind == V.MATTR]
                 if held and meth in T.VIEW_METHODS:
                     out = ()
-                    for r in held:  # a view of an attribute of unknown nature and layout
+                    for r in held:  # a view of a module attribute (contiguous)
                         base = AV(V.VIEW, conf="medium", src=r.src, value=r.value or "?")
                         out = V.union(out, self.view_of(fr, base, meth, line))
                     return out

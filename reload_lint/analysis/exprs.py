@@ -398,28 +398,25 @@ class ExprMixin:
 
     def view_of(self, fr: Frame, b: AV, op: str, line: int) -> tuple:
         """`b.<op>(...)` for a view op on a registered tensor or a view of one (not a fresh
-        tensor: a view of that is still new storage). Tracks the layout (values.layout);
-        `reshape`/`flatten` view a contiguous input and copy a non-contiguous one (new
-        storage, a FRESH value the judge reports), and may do either on an input of unknown
-        layout (both values)."""
-        lay = V.layout(b)
-        if op in T.VIEW_OR_COPY and lay != V.CONTIGUOUS:
-            why = "its input is not contiguous" if lay == V.STRIDED else "its input may not be"
-            copy = AV(
-                V.FRESH,
-                conf=b.conf if lay == V.STRIDED else V.lower(b.conf),
-                src=b.src,
-                trace=b.trace
-                + (TraceStep(fr.path, line, f"`{op}` copies into new storage ({why} contiguous)"),),
+        tensor: a view of that is still new storage). Tracks the layout (values.layout):
+        `reshape`/`flatten` view a contiguous input and copy a non-contiguous one into new
+        storage (a FRESH value the judge reports)."""
+        strided = V.layout(b) == V.STRIDED
+        if op in T.VIEW_OR_COPY and strided:
+            note = f"`{op}` copies into new storage (its input is not contiguous)"
+            return (
+                AV(
+                    V.FRESH,
+                    conf=b.conf,
+                    src=b.src,
+                    trace=b.trace + (TraceStep(fr.path, line, note),),
+                ),
             )
-            if lay == V.STRIDED:
-                return (copy,)
-            return (AV(V.VIEW, conf=b.conf, trace=b.trace, src=b.src, value=b.value), copy)
-        if lay == V.STRIDED and b.value == "slice":
+        if strided and b.value == "slice":
             value = "slice"  # still a sliced view (the `.data =` judge tells those apart)
-        elif lay == V.STRIDED or op in T.STRIDING_VIEWS:
+        elif strided or op in T.STRIDING_VIEWS:
             value = "strided"
-        elif lay == V.UNKNOWN_LAYOUT and b.kind == V.VIEW:
+        elif b.kind == V.VIEW:
             value = b.value
         else:
             value = None

@@ -109,23 +109,19 @@ def union(*groups) -> tuple:
 
 
 # Memory layout of a registered tensor or a view of one, for the ops that view a contiguous
-# input and copy a non-contiguous one (`reshape`, `flatten`). A registered tensor is
-# contiguous (create_weights allocates it so); a VIEW carries its layout in `value`: None for a
-# contiguity-preserving view of a contiguous tensor, "strided" after `t()`/`transpose`/
-# `permute`/`expand`/..., "slice" after basic slicing (may skip elements); any other value
-# (a view of a module attribute of unknown nature) is of unknown layout.
-CONTIGUOUS, STRIDED, UNKNOWN_LAYOUT = "contiguous", "strided", "unknown"
+# input and copy a non-contiguous one (`reshape`, `flatten`). A registered tensor, a module
+# attribute and a Parameter are contiguous (create_weights and post-load allocate them so);
+# a VIEW carries its layout in `value`: "strided" after `t()`/`transpose`/`permute`/`expand`/
+# ..., "slice" after basic slicing (may skip elements), anything else (None, the attribute
+# name of a view of a module attribute) contiguous. A value of unknown nature is not a view:
+# a reshape of it is assumed to copy (low confidence, analysis/calls.py).
+CONTIGUOUS, STRIDED = "contiguous", "strided"
 
 
 def layout(v: AV) -> str:
-    if v.kind == REG:
-        return CONTIGUOUS
-    if v.kind == VIEW:
-        if v.value is None:
-            return CONTIGUOUS
-        if v.value in ("slice", "strided"):
-            return STRIDED
-    return UNKNOWN_LAYOUT
+    if v.kind == VIEW and v.value in ("slice", "strided"):
+        return STRIDED
+    return CONTIGUOUS
 
 
 def tensorish(vals) -> bool:
