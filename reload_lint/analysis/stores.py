@@ -3,6 +3,8 @@ finding it becomes, and the apply-time reads that make it graph-visible."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from reload_lint.analysis import values as V
 from reload_lint.analysis.frame import (
     Frame,
@@ -241,15 +243,7 @@ class StoreMixin:
                 note = (
                     f"`{b.src}.{attr}` holds it: a tensor allocated after loading, not registered"
                 )
-                v = AV(
-                    v.kind,
-                    conf=v.conf,
-                    trace=v.trace + (TraceStep(fr.path, line, note),),
-                    cls=v.cls,
-                    items=v.items,
-                    src=v.src,
-                    value=v.value,
-                )
+                v = replace(v, trace=v.trace + (TraceStep(fr.path, line, note),))
             out.append(v)
         return tuple(out)
 
