@@ -486,7 +486,7 @@ def cmd_worklist(args) -> int:
 
 
 def cmd_rule(args) -> int:
-    """Print one rule's page (rendered from rules/RLxxx.md), or list the catalog."""
+    """Print one rule's page (by code or name, from the catalog), or list the catalog."""
     from reload_lint.catalog import get_rule, load_catalog, render_rule_page
 
     if not args.code:
