@@ -176,17 +176,18 @@ def test_real_report_is_valid_sarif(tree, baseline, capsys, monkeypatch):
 
 
 def test_shipped_vllm_allowlist_entries_all_match(tmp_path, capsys, monkeypatch):
-    """Every entry of the bundled vllm.toml allowlist accepts a real finding of 0.25.1 or 0.33.0 (no dead
-    entries), and `--vllm` applies the file by default."""
+    """Every entry of the bundled vllm.toml allowlist accepts a real finding of 0.25.1 or 0.33.0
+    (no dead entries), and `--vllm` applies the file by default."""
     try:
         release_sources("vllm", VERSION)
         release_sources("vllm", "0.33.0")
     except SourceError as exc:
         pytest.skip(f"vLLM sources unavailable: {exc}")
+    from reload_lint.commands import bundled_allowlist
     from reload_lint.suppress import load_allowlist
 
-    root = Path(__file__).resolve().parents[2]
-    entries = load_allowlist(root / "reload_lint" / "data" / "allowlists" / "vllm.toml")
+    # named as --vllm names it in suppression reasons
+    entries = load_allowlist(bundled_allowlist("vllm"), display="allowlists/vllm.toml")
     monkeypatch.chdir(tmp_path)
     used: set[str] = set()
     for version in (VERSION, "0.33.0"):
@@ -206,5 +207,4 @@ def test_shipped_vllm_allowlist_entries_all_match(tmp_path, capsys, monkeypatch)
         assert code == 1
         reasons = [f["suppressed"] for f in json.loads(out)["findings"] if f.get("suppressed")]
         used |= {r.split(")", 1)[0].removeprefix("allowlisted (") for r in reasons}
-    sources = {e.source.replace(str(root) + "/", "") for e in entries}
-    assert used == sources
+    assert used == {e.source for e in entries}
