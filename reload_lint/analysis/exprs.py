@@ -34,6 +34,9 @@ class ExprMixin:
             return f"{self.render(e[1])}(...)"
         if k == "k":
             return repr(e[2]) if e[2] is not None else "<const>"
+        if k == "f":
+            body = "".join(p[2] if p[0] == "k" else "{" + self.render(p) + "}" for p in e[1])
+            return f'f"{body}"'
         return "<expr>"
 
     def _fresh(self, fr: Frame, st_or_line, note: str, conf: str = "high", src: str = "") -> tuple:
@@ -48,6 +51,8 @@ class ExprMixin:
             return self.eval_attr(fr, self.eval(fr, e[1]), e[2], e)
         if k == "c":
             return self.eval_call(fr, e)
+        if k == "f":
+            return self.eval_fstring(fr, e)
         if k == "k":
             if e[1] == "str":
                 return (AV(V.STR, value=e[2]),) if e[2] is not None else (V.SCAL,)
@@ -365,6 +370,21 @@ class ExprMixin:
             return V.union(stored, out) if out else stored
         return out or (V.UNK,)
 
+    def eval_fstring(self, fr: Frame, e) -> tuple:
+        """The strings an f-string can be, from the values its names hold (the prefixes
+        callers pass, the items a loop runs over); a few at most, else an unknown scalar."""
+        combos = [""]
+        for p in e[1]:
+            if p[0] == "k":
+                combos = [c + (p[2] or "") for c in combos]
+                continue
+            vals = self.eval(fr, p)
+            strs = sorted({v.value for v in vals if v.kind == V.STR and v.value is not None})
+            if not strs or len(strs) != len(vals) or len(strs) * len(combos) > 8:
+                return (V.SCAL,)
+            combos = [c + s for c in combos for s in strs]
+        return tuple(AV(V.STR, value=c) for c in combos)
+
     def builtin_attr(self, fr: Frame, name: str, args_e, e) -> tuple:
         if len(args_e) < 2:
             return (V.UNK,)
@@ -372,6 +392,22 @@ class ExprMixin:
         names = self.eval(fr, name_e)
         literal = next((n.value for n in names if n.kind == V.STR and n.value), None)
         recv = self.eval(fr, recv_e)
+        built = sorted({n.value for n in names if n.kind == V.STR and n.value})
+        if name_e[0] == "f" and built and len(built) == len(names):
+            # an f-string name resolved from what the callers pass: one store (or read) per
+            # name it can be, each under its own target
+            if name == "setattr" and len(args_e) >= 3:
+                vals = self.eval(fr, args_e[2])
+                st = ("assign", e[4], 1, e[4], (), None, None)
+                for attr in built:
+                    target = f"{self.render(recv_e)}.{attr}"
+                    self.store_attr(fr, recv_e, attr, vals, st, target, recv=recv)
+                return (V.NON,)
+            if name in ("getattr",):
+                out: tuple = ()
+                for attr in built:
+                    out = V.union(out, self.eval_attr(fr, recv, attr, ("a", recv_e, attr)))
+                return out
         if name == "setattr" and len(args_e) >= 3:
             vals = self.eval(fr, args_e[2])
             attr = literal or "<dynamic>"

@@ -16,6 +16,7 @@ Expression forms (tuples):
   ("d", items)                      dict display; items: tuple of (key, value)
   ("l", params, body, free)         lambda; free = names it reads from the enclosing scope
   ("if", body, orelse)              conditional expression
+  ("f", parts)                      f-string; parts are ("k", "str", text) or expressions
   ("?",)                            anything else
 Statement forms: ("assign"|"aug"|"expr"|"ret"|"def"|"del"|"for", line, col, end_line, ...)
 """
@@ -148,6 +149,35 @@ class _Extractor:
                 self.imports[local] = f"{base}.{name}" if base else name
 
     # ---- expressions -----------------------------------------------------------------
+    def fstring(self, node) -> tuple:
+        """`f"{prefix}_scale"` -> ("f", (("n", "prefix"), ("k", "str", "_scale"))); a plain
+        concatenation of literals folds to one ("k", "str", ...); a conversion or format spec
+        (`{x!r}`, `{x:>4}`) is not a name anyone builds attributes from: unknown."""
+        parts: list = []
+        stack = [node]
+        while stack:
+            n = stack.pop(0)
+            if isinstance(n, cst.ConcatenatedString):
+                stack[:0] = [n.left, n.right]
+            elif isinstance(n, cst.SimpleString):
+                try:
+                    parts.append(("k", "str", n.evaluated_value))
+                except Exception:
+                    return ("k", "str", None)
+            elif isinstance(n, cst.FormattedString):
+                for p in n.parts:
+                    if isinstance(p, cst.FormattedStringText):
+                        parts.append(("k", "str", p.value))
+                    elif p.conversion is None and p.format_spec is None:
+                        parts.append(self.expr(p.expression))
+                    else:
+                        return ("k", "str", None)
+            else:
+                return ("k", "str", None)
+        if all(p[0] == "k" and p[2] is not None for p in parts):
+            return ("k", "str", "".join(p[2] for p in parts))
+        return ("f", tuple(parts))
+
     def expr(self, node) -> tuple:  # one dispatch table
         if isinstance(node, cst.Name):
             return ("n", node.value)
@@ -203,7 +233,7 @@ class _Extractor:
             except Exception:  # odd literal: keep going
                 return ("k", "str", None)
         if isinstance(node, (cst.ConcatenatedString, cst.FormattedString)):
-            return ("k", "str", None)
+            return self.fstring(node)
         if isinstance(node, (cst.Tuple, cst.List, cst.Set)):
             kind = {cst.Tuple: "tuple", cst.List: "list", cst.Set: "set"}[type(node)]
             items = tuple(

@@ -324,3 +324,45 @@ def test_an_operator_allocation_points_at_the_operator_line(tmp_path):
         "pkg/fp8_utils.py",
         _line(files, "pkg/fp8_utils.py", "weight_scale * 2.0"),
     )
+
+
+FSTRINGS = {
+    "pkg/__init__.py": "",
+    "pkg/m.py": """
+    import torch
+
+
+    def _invert(layer: torch.nn.Module, prefix: str) -> None:
+        setattr(layer, f"{prefix}_scale_inv", 1.0 / getattr(layer, f"{prefix}_scale"))
+
+
+    class M:
+        def create_weights(self, layer: torch.nn.Module) -> None:
+            layer.register_parameter("w13_scale", torch.nn.Parameter(torch.ones(2)))
+            layer.register_parameter("w2_scale", torch.nn.Parameter(torch.ones(2)))
+            layer.register_parameter("w13_weight", torch.nn.Parameter(torch.ones(2)))
+
+        def process_weights_after_loading(self, layer: torch.nn.Module) -> None:
+            _invert(layer, "w13")
+            _invert(layer, "w2")
+            for prefix in ("w13",):
+                weight = getattr(layer, f"{prefix}_weight")
+                weight.data = torch.cat([weight.data, weight.data])
+
+        def apply(self, layer, x):
+            return x * layer.w13_scale_inv * layer.w2_scale_inv @ layer.w13_weight
+    """,
+}
+
+
+def test_fstring_attribute_names_resolve_from_the_prefixes_callers_pass(tmp_path):
+    result = _run(tmp_path, FSTRINGS)
+    targets = {f.target for f in result.findings}
+    assert not [t for t in targets if "<" in t], targets
+    found = _by_target(result)
+    for t in ("layer.w13_scale_inv", "layer.w2_scale_inv"):
+        assert found[t].rule == "RL101"
+        assert found[t].reader and found[t].reader.endswith("in M.apply")
+    # the `.data` swap of a Parameter fetched by an f-string name is read as `w13_weight`
+    assert found["weight.data"].rule == "RL106"
+    assert found["weight.data"].reader and found["weight.data"].reader.endswith("in M.apply")
