@@ -101,6 +101,7 @@ class Analyzer(ExprMixin, CallMixin, StoreMixin, ReaderMixin):
                 self._guarded(mod, qn, f, self.run_root, mod, qn, f)
         self.run_lazy()
         self.run_apply_caches([*modules, *self.cache_modules])
+        self.drop_unresolved_names()
         self.add_graph_visibility()
         self.finalize_confidence()
         return list(self.findings.values())

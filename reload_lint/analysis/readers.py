@@ -260,6 +260,15 @@ class ReaderMixin:
                     TraceStep(fd.path, fd.line, "no apply-time read of this attribute found")
                 )
 
+    def drop_unresolved_names(self) -> None:
+        """A store site reached both with names resolved (`layer.w13_scale`, from callers that
+        pass the prefix) and unresolved (`layer.<f"{prefix}_scale">`, a root that takes the
+        prefix as a parameter) is reported under the resolved names only."""
+        resolved = {(k[0], k[1], k[2]) for k in self.findings if "<" not in self.findings[k].target}
+        for key in [k for k, fd in self.findings.items() if "<" in fd.target]:
+            if (key[0], key[1], key[2]) in resolved:
+                del self.findings[key]
+
     def finalize_confidence(self) -> None:
         """Confidence sorts: `high` only for an unconditional store (no guard, no lazy `if`)
         with a reader found; anything else is at most `medium`. Runs after every fact is in."""

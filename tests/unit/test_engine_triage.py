@@ -366,3 +366,30 @@ def test_fstring_attribute_names_resolve_from_the_prefixes_callers_pass(tmp_path
     # the `.data` swap of a Parameter fetched by an f-string name is read as `w13_weight`
     assert found["weight.data"].rule == "RL106"
     assert found["weight.data"].reader and found["weight.data"].reader.endswith("in M.apply")
+
+
+def test_a_site_reached_with_and_without_a_known_prefix_reports_the_known_names(tmp_path):
+    files = {
+        "pkg/__init__.py": "",
+        "pkg/m.py": """
+        import torch
+
+
+        class Npu:
+            def process_weights_after_loading(self, layer: torch.nn.Module, prefix: str) -> None:
+                setattr(layer, f"{prefix}_perm", torch.argsort(layer.g_idx))
+
+            def apply(self, layer, x):
+                return x[:, layer.w13_perm]
+
+
+        class Outer:
+            def __init__(self):
+                self.inner = Npu()
+
+            def process_weights_after_loading(self, layer: torch.nn.Module) -> None:
+                self.inner.process_weights_after_loading(layer, "w13")
+        """,
+    }
+    targets = sorted(f.target for f in _run(tmp_path, files).findings)
+    assert targets == ["layer.w13_perm"]
