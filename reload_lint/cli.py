@@ -128,7 +128,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"reload-lint {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    codes = "\n".join(f"  {code}  {text}" for code, text in DESCRIPTIONS)
+    import textwrap
+
+    codes = "\n".join(
+        textwrap.fill(text, 78, initial_indent=f"  {code}  ", subsequent_indent="     ")
+        for code, text in DESCRIPTIONS
+    )
     check = sub.add_parser(
         "check",
         help="audit sources and report findings",
