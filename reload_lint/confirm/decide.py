@@ -60,6 +60,9 @@ def executed_lines(msgs: list[dict]) -> dict[str, list[int]] | None:
 def reach(finding, msgs: list[dict]) -> tuple[bool, str]:
     """(reached, why not). Unknown (the run failed before loading) counts as reached: the
     failure itself is then the reason."""
+    err = _failed(msgs)
+    if err is not None and err["stage"] == "cold_b" and _backend_refused(err):
+        return False, f"vLLM refuses this backend here: {err['error']}"
     executed = executed_lines(msgs)
     loaded = any(m["stage"] == "cold_b" and m.get("ok", True) for m in msgs)
     if executed is None or not loaded:
@@ -74,6 +77,15 @@ def reach(finding, msgs: list[dict]) -> tuple[bool, str]:
         return False, f"{finding.path} did not run at all in this configuration"
     guard = guard_of(finding.path, finding.line)
     return False, f"line {finding.line} did not run" + (f" ({guard})" if guard else "")
+
+
+def _backend_refused(err: dict) -> bool:
+    """vLLM's backend oracle rejected the forced backend for this device/configuration: that
+    backend cannot reach the site here (not evidence about the site)."""
+    text = err.get("error", "")
+    return "backend" in text.lower() and any(
+        k in text for k in ("does not support", "is disabled", "not supported", "No ")
+    )
 
 
 @functools.lru_cache(maxsize=256)

@@ -113,6 +113,7 @@ class Row:
     kernels: tuple[str, ...] = ()  # experts / kernel classes those build on some backend
     quant: tuple[str, object] | None = None  # (vLLM quantization name, config dict)
     backends: tuple[str, ...] = ("auto",)  # KernelConfig.moe_backend values to force
+    activation: str = "silu"  # FusedMoE activation (gpt-oss style MXFP4 uses swigluoai)
     recipe: str | None = None  # layer == "recipe": the recipe's name in recipes/
     #: why this row cannot run on a CUDA machine at all (ROCm-only kernels, ...)
     unsupported: str | None = None
@@ -314,6 +315,7 @@ ROWS: tuple[Row, ...] = (
             {"quant_method": "fp8", "activation_scheme": "dynamic", "store_dtype": "mxfp4"},
         ),
         backends=("auto", "marlin", "triton"),
+        activation="swigluoai",
     ),
     Row(
         "moe-gpt-oss-mxfp4",
@@ -321,6 +323,7 @@ ROWS: tuple[Row, ...] = (
         components=("GptOssMxfp4MoEMethod",),
         quant=("gpt_oss_mxfp4", {"quant_method": "mxfp4"}),
         backends=("auto", "marlin", "triton"),
+        activation="swigluoai",
     ),
     Row(
         "moe-quark-fp8",
@@ -338,6 +341,7 @@ ROWS: tuple[Row, ...] = (
             None,
         ),
         backends=("auto", "marlin", "triton"),
+        activation="swigluoai",
     ),
     Row(
         "moe-quark-nvfp4",

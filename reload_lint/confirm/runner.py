@@ -183,6 +183,18 @@ class Site:
         }
 
 
+def _qualified_owner(f: Finding, fallback: str) -> str:
+    """``path:Class`` of the post-load root the trace names (the class whose post-load reaches
+    a helper), else the row's component by bare name."""
+    for step in f.trace or []:
+        note = step.get("note", "") if isinstance(step, dict) else getattr(step, "note", "")
+        path = step.get("path", "") if isinstance(step, dict) else getattr(step, "path", "")
+        if note.startswith("post-load root ") and "." in note:
+            cls = note[len("post-load root ") :].split(".")[0]
+            return f"{path}:{cls}"
+    return fallback
+
+
 def plan_site(f: Finding, opts: Options) -> Site:
     from reload_lint.confirm.families import map_finding, rows_for_finding
     from reload_lint.confirm.recipes import REGISTRY, get_recipe, load_builtin
@@ -206,10 +218,11 @@ def plan_site(f: Finding, opts: Options) -> Site:
         cls = symbol_class(f)
         if cls in row.kernels:
             # a class the component builds: the object is rebuilt by the component's post-load
-            site.canonical, site.owner = "self.moe_kernel", row.components[0]
+            site.canonical = "self.moe_kernel"
+            site.owner = _qualified_owner(f, row.components[0])
         else:
             site.canonical = recipes[0].canonical_target(f)
-            site.owner = cls or row.components[0]
+            site.owner = f"{f.path}:{cls}" if cls else _qualified_owner(f, row.components[0])
     else:
         r = REGISTRY.find(f)
         if r is None:

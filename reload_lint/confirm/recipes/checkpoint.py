@@ -27,6 +27,13 @@ def value_for(name: str, shape, dtype, g, logical=None):
     """A tensor for parameter ``name`` of ``shape``/``dtype`` (CPU), from generator ``g``."""
     import torch
 
+    with torch.device("cpu"):  # the harness builds layers under torch.device("cuda")
+        return _value_for(name, shape, dtype, g, logical)
+
+
+def _value_for(name: str, shape, dtype, g, logical=None):
+    import torch
+
     low = name.lower()
     shape = tuple(shape)
     if "weight_shape" in low and logical is not None:

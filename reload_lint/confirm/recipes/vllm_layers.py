@@ -167,6 +167,7 @@ class FamilyRecipe(Recipe):
             params_dtype=torch.bfloat16,
             quant_config=build_quant_config(self.row),
             prefix=f"model.layers.{next(_COUNTER)}.mlp.experts",
+            activation=self.row.activation,
         )
         experts = layer.routed_experts
         self._layer = experts
@@ -227,10 +228,21 @@ class FamilyRecipe(Recipe):
         ``W_UV``) and the decode path's ``torch.bmm(mqa_q_nope, self.W_UK_T)`` (as
         ``forward_impl`` does); the attention kernel itself needs a KV cache and is not run."""
         import torch
+
+        n = next(_COUNTER)
+        # the attention backend is chosen for the default dtype, as in a bf16 model
+        old_dtype = torch.get_default_dtype()
+        torch.set_default_dtype(torch.bfloat16)
+        try:
+            return self._build_mla(n)
+        finally:
+            torch.set_default_dtype(old_dtype)
+
+    def _build_mla(self, n: int) -> Built:
+        import torch
         from vllm.model_executor.layers.attention import MLAAttention
         from vllm.model_executor.layers.linear import ColumnParallelLinear
 
-        n = next(_COUNTER)
         kv_b_proj = ColumnParallelLinear(
             MLA_L,
             MLA_N * (MLA_P + MLA_V),
@@ -334,14 +346,22 @@ class FamilyRecipe(Recipe):
         return out
 
 
-def _find_class(name: str):
-    """The loaded class called ``name`` (vLLM modules imported so far)."""
+def _find_class(owner: str):
+    """The class ``owner`` names: ``path/to/module.py:Class`` (imported) or a bare name
+    already loaded."""
     import gc
+    import importlib
 
+    path, _, name = owner.rpartition(":")
+    if path.endswith(".py"):
+        mod = importlib.import_module(path[:-3].replace("/", "."))
+        cls = getattr(mod, name, None)
+        if isinstance(cls, type):
+            return cls
     for obj in gc.get_objects():
         if isinstance(obj, type) and obj.__name__ == name and obj.__module__.startswith("vllm"):
             return obj
-    raise LookupError(f"class {name} is not loaded")
+    raise LookupError(f"class {name} is not loaded (from {path or 'no module'})")
 
 
 def generic_fix(target: str, owner: str) -> Fix | None:
@@ -362,7 +382,7 @@ def generic_fix(target: str, owner: str) -> Fix | None:
             spelled,
             "reuse rebuilt",
             apply_rebuilt,
-            f"{owner}: after {spelled} is rebuilt, copy its tensors into the captured storages "
+            f"{owner.rpartition(':')[2]}: after {spelled} is rebuilt, copy its tensors into the captured storages "
             "and rebind them",
         )
 
@@ -373,6 +393,7 @@ def generic_fix(target: str, owner: str) -> Fix | None:
         spelled,
         "reuse storage",
         apply_reuse,
-        f"{owner}.process_weights_after_loading: copy the new {spelled} into the captured "
+        f"{owner.rpartition(':')[2]}.process_weights_after_loading: copy the new {spelled} "
+        "into the captured "
         "storage and keep it",
     )
