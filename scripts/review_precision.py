@@ -359,6 +359,15 @@ def markdown(matches: list[Match], population: int, review: Review, stale: list[
             "",
             "## Labels whose finding is no longer reported",
             "",
+            "By cause: "
+            + ", ".join(
+                f"{k} {n}"
+                for k, n in sorted(
+                    Counter(lb.cause or lb.label for lb in stale).items(), key=lambda x: -x[1]
+                )
+            )
+            + ".",
+            "",
             "| labelled finding | rule | label | reason |",
             "|---|---|---|---|",
         ]
@@ -446,7 +455,12 @@ def main(argv: list[str] | None = None) -> int:
         for m in unl:
             print(f"  {describe(m.finding)} [{m.finding.get('confidence', '')}]")
     if stale:
-        print(f"\nlabels that match no current finding ({len(stale)}):")
+        gone = Counter(lb.cause or lb.label for lb in stale)
+        print(
+            f"\nlabels that match no current finding ({len(stale)}; by cause: "
+            + ", ".join(f"{k} {n}" for k, n in sorted(gone.items(), key=lambda x: -x[1]))
+            + "):"
+        )
         for lb in stale:
             print(
                 f"  {lb.fingerprint or '-'} {lb.rule} {lb.path}:{lb.line} {lb.target} ({lb.label})"

@@ -127,7 +127,7 @@ def test_unlabelled_listing_and_check_exit(pair, capsys):
     out = capsys.readouterr().out
     assert "unlabelled (1):" in out
     assert "f7 RL106 pkg/kernels/k.py:15 layer.e.data" in out
-    assert "labels that match no current finding (1):" in out and "gone" in out
+    assert "labels that match no current finding (1; by cause: unsure 1):" in out and "gone" in out
     assert "f4new RL105" in out and "(site:" in out
     assert "causes: run-once guard 1" in out
     assert rp.main([str(fpath), str(lpath), "--check"]) == 1
