@@ -115,23 +115,24 @@ class HarnessModelConfig:
     no ``--quantization-config`` override, and an ``hf_config`` carrying the checkpoint's
     quantization dict. Anything else vLLM asks of it raises with the attribute's name."""
 
-    def __init__(self, dtype, quant_dict=None):
+    def __init__(self, dtype, quant_dict=None, **hf_attrs):
         self.dtype = dtype
         self.quantization_config = None
         self.hf_config = SimpleNamespace(
-            model_type="reload_lint_harness", quantization_config=dict(quant_dict or {})
+            model_type="reload_lint_harness", quantization_config=dict(quant_dict or {}), **hf_attrs
         )
+        self.hf_text_config = self.hf_config
 
     def __getattr__(self, name):
         raise AttributeError(f"harness model_config has no {name!r} (no HF model is loaded)")
 
 
-def install_model_config(dtype, quant_dict=None) -> str | None:
+def install_model_config(dtype, quant_dict=None, **hf_attrs) -> str | None:
     """Give the current VllmConfig a HarnessModelConfig when it has none; a note if so."""
     cfg = _STATE.get("config")
     if cfg is None or getattr(cfg, "model_config", None) is not None:
         return None
-    object.__setattr__(cfg, "model_config", HarnessModelConfig(dtype, quant_dict))
+    object.__setattr__(cfg, "model_config", HarnessModelConfig(dtype, quant_dict, **hf_attrs))
     return (
         "harness shim: VllmConfig.model_config is a stand-in (dtype "
         f"{str(dtype).replace('torch.', '')}, hf_config.quantization_config = the row's dict)"

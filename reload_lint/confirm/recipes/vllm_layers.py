@@ -130,7 +130,10 @@ class FamilyRecipe(Recipe):
 
         setup_vllm(device)
         quant = self.row.quant[1] if self.row.quant and isinstance(self.row.quant[1], dict) else {}
-        self._shim = install_model_config(torch.bfloat16, quant)
+        dims = {}
+        if self.row.layer == "mla":
+            dims = {"qk_nope_head_dim": MLA_P, "qk_rope_head_dim": 64, "v_head_dim": MLA_V}
+        self._shim = install_model_config(torch.bfloat16, quant, **dims)
         force_backend(self.backend)
         if self.row.layer == "moe":
             import torch
@@ -171,7 +174,7 @@ class FamilyRecipe(Recipe):
         )
         experts = layer.routed_experts
         self._layer = experts
-        logits = torch.randn(T, E, generator=gen(55)).to(torch.float32).to(device)
+        logits = torch.randn(T, E, generator=gen(55), device="cpu").to(torch.float32).to(device)
         cfg = get_current_vllm_config()
 
         def forward(x):
@@ -332,7 +335,8 @@ class FamilyRecipe(Recipe):
         import torch
 
         width = MLA_N * MLA_L if self.row.layer == "mla" else H
-        return (torch.randn(T, width, generator=gen(99)) * 0.5).to(torch.bfloat16).to(device)
+        x = torch.randn(T, width, generator=gen(99), device="cpu") * 0.5
+        return x.to(torch.bfloat16).to(device)
 
     # -- fixes --------------------------------------------------------------------------------
     def fixes_for(self, targets: dict[str, str]) -> dict[str, Fix]:
