@@ -1,10 +1,10 @@
 """Issue 11, defect 2: the built wheel carries the rule catalog and the bundled allowlists.
 
-Builds the wheel from a copy of the project, installs it into a fresh virtualenv (system site
-packages give it libcst and jinja2 without a network), and runs the installed console script
+Builds the wheel from a copy of the project, installs it into a fresh virtualenv (which sees
+this environment's libcst and jinja2, so no network is needed), and runs the installed console script
 from outside the source tree: `rule RL101`, and a check of a vLLM checkout whose accepted site
 the bundled allowlist must suppress. pre-commit installs the hook repository the same way.
-Takes ~30 s; it is part of the default pytest run (.ci/run).
+Takes ~20 s; it is part of the default pytest run (.ci/run) and of `-m "not integration"`.
 """
 
 from __future__ import annotations
@@ -74,10 +74,17 @@ def installed(tmp_path_factory) -> Path:
         assert f"reload_lint/data/rules/{code}.md" in names, f"{code} page not in the wheel"
     assert "reload_lint/data/allowlists/vllm.toml" in names
     venv = tmp / "venv"
-    # no pip inside the venv (no ensurepip needed): this pip installs into it with --python
-    _run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", venv], tmp)
+    # No pip inside the venv (no ensurepip needed): this pip installs into it with --python.
+    _run([sys.executable, "-m", "venv", "--without-pip", venv], tmp)
     bindir = venv / ("Scripts" if os.name == "nt" else "bin")
     python = bindir / ("python.exe" if os.name == "nt" else "python")
+    # The dependencies (libcst, jinja2) come from the environment running the tests, which may
+    # itself be a virtualenv (--system-site-packages would see only the base interpreter's):
+    # its site-packages folders go after the venv's own, as plain path lines, so .pth files
+    # there (an editable install of this repository) are not run.
+    purelib = _run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], tmp)
+    outer = [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
+    (Path(purelib.stdout.strip()) / "_outer_env.pth").write_text("\n".join(outer) + "\n")
     _run([sys.executable, "-m", "pip", "--python", python, "install", "--no-deps", wheel], tmp)
     where = _run([python, "-c", "import reload_lint; print(reload_lint.__file__)"], tmp)
     assert Path(where.stdout.strip()).resolve().is_relative_to(venv.resolve()), where.stdout
