@@ -280,31 +280,39 @@ class Analyzer(ExprMixin, CallMixin, StoreMixin, ReaderMixin):
 
     # ------------------------------------------------------------------ other roots
     def run_lazy(self) -> None:
-        done = set()
+        done: set = set()
         for cls_key, where in sorted(self.constructed.items()):
-            for k in self.index.mro(cls_key):
-                crec = self.index.class_record(k)
-                if crec is None:
+            mod, _, cls = cls_key.partition(":")
+            what = f"first-forward analysis of {cls}"
+            self._contained(mod, what, self._run_lazy_class, cls_key, where, done)
+
+    def _run_lazy_class(self, cls_key: str, where, done: set) -> None:
+        for k in self.index.mro(cls_key):
+            crec = self.index.class_record(k)
+            if crec is None:
+                continue
+            mod = k.partition(":")[0]
+            for name, qn in sorted(crec["methods"].items()):
+                if name == "__init__" or (mod, qn) in done:
                     continue
-                mod = k.partition(":")[0]
-                for name, qn in sorted(crec["methods"].items()):
-                    if name == "__init__" or (mod, qn) in done:
-                        continue
-                    f = self.index.function(mod, qn)
-                    if f is None or not f["guarded"]:
-                        continue
-                    done.add((mod, qn))
-                    self._guarded(mod, qn, f, self._run_method, mod, f, "lazy", cls_key, where)
+                f = self.index.function(mod, qn)
+                if f is None or not f["guarded"]:
+                    continue
+                done.add((mod, qn))
+                self._guarded(mod, qn, f, self._run_method, mod, f, "lazy", cls_key, where)
 
     def run_apply_caches(self, modules: list[str]) -> None:
         for mod in sorted(set(modules)):
-            rec = self.index.record(mod)
-            if rec is None:
-                continue
-            for _qn, f in sorted(rec["functions"].items()):
-                if self.is_apply(f["name"]) and f["guarded"] and f["cls"]:
-                    cls_key = f"{mod}:{f['cls']}"
-                    self._guarded(mod, _qn, f, self._run_method, mod, f, "apply", cls_key, None)
+            self._contained(mod, "apply-time cache analysis", self._run_apply_module, mod)
+
+    def _run_apply_module(self, mod: str) -> None:
+        rec = self.index.record(mod)
+        if rec is None:
+            return
+        for _qn, f in sorted(rec["functions"].items()):
+            if self.is_apply(f["name"]) and f["guarded"] and f["cls"]:
+                cls_key = f"{mod}:{f['cls']}"
+                self._guarded(mod, _qn, f, self._run_method, mod, f, "apply", cls_key, None)
 
     def _incomplete(self, fr: Frame, msg: str, line: int = 0) -> None:
         """An RL906 row: part of a post-load path was not analysed (never a silent pass)."""
@@ -323,6 +331,22 @@ class Analyzer(ExprMixin, CallMixin, StoreMixin, ReaderMixin):
             what = "nested too deeply" if isinstance(exc, RecursionError) else "internal error"
             msg = f"analysis of {qn} did not complete ({what}: {type(exc).__name__})"
             self.errors.append(FileError("RL906", self.index.path_of(mod), msg, f.get("line", 0)))
+
+    def _contained(self, mod: str, what: str, fn, *args, line: int = 0, path: str = "") -> None:
+        """The crash guard for the passes after the roots (first-forward lazy init, apply-time
+        caches, the reader search): a failure becomes an RL906 row for the module (or the
+        finding) concerned, and the run goes on."""
+        try:
+            fn(*args)
+        except Exception as exc:  # RecursionError included
+            how = "nested too deeply" if isinstance(exc, RecursionError) else "internal error"
+            msg = f"{what} did not complete ({how}: {type(exc).__name__})"
+            err = FileError("RL906", path or self.index.path_of(mod), msg, line)
+            if all(
+                (e.path, e.line, e.message) != (err.path, err.line, err.message)
+                for e in self.errors
+            ):
+                self.errors.append(err)
 
     def _run_method(self, mod: str, f: dict, mode: str, cls_key: str, where) -> None:
         path = self.index.path_of(mod)

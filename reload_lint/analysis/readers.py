@@ -232,7 +232,12 @@ class ReaderMixin:
 
     # ------------------------------------------------------------------ per finding
     def add_graph_visibility(self) -> None:
-        for key, fd in self.findings.items():
+        for key, fd in list(self.findings.items()):
+            what = f"the apply-time reader search for {fd.target}"
+            self._contained("", what, self._graph_visibility, {key: fd}, line=fd.line, path=fd.path)
+
+    def _graph_visibility(self, findings: dict) -> None:
+        for key, fd in findings.items():
             if fd.rule.startswith("RL9"):
                 continue
             parts = fd.target.split("[", 1)[0].split(".")
