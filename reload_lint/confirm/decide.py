@@ -270,12 +270,19 @@ def decide(finding, msgs: list[dict], outcome: dict, fixed: bool) -> tuple[str, 
         if others:
             reason += f"; {len(others)} other graph-visible storage(s) escaped too"
         return "red", failure, ("fix does not hold: " if fixed else "") + reason
+    if not visible and rfail is None and not others:
+        return (
+            "green",
+            None,
+            f"target stable ({len(linked)} storage(s), none read by the capture); replay matches "
+            "cold B",
+        )
     if not visible:
         return (
             "inconclusive",
             rfail,
             f"target {finding.target} found ({len(linked)} storage(s)) but the capture read none "
-            "of them, and none moved",
+            f"of them, none moved, and {rdetail or 'other storages escaped'}",
         )
     if rfail is None:
         extra = f" ({len(others)} other graph-visible storages escaped)" if others else ""

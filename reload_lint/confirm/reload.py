@@ -52,6 +52,8 @@ def default_post_load(module: torch.nn.Module) -> bool:
     if qm is not None and hasattr(qm, "process_weights_after_loading"):
         qm.process_weights_after_loading(module)
         return True
+    if any(c.__name__ == "QuantizeMethodBase" for c in type(module).__mro__):
+        return False  # a quant method that is also a module: its layer runs it
     own = getattr(type(module), "process_weights_after_loading", None)
     if own is not None and callable(own):
         module.process_weights_after_loading()

@@ -37,7 +37,13 @@ def _value_for(name: str, shape, dtype, g, logical=None):
     low = name.lower()
     shape = tuple(shape)
     if "weight_shape" in low and logical is not None:
-        return torch.tensor(list(logical), dtype=dtype).reshape(shape) if shape else None
+        n = 1
+        for d in shape:
+            n *= d
+        if n == len(logical):
+            return torch.tensor(list(logical), dtype=dtype).reshape(shape)
+        if not shape:
+            return None
     if "g_idx" in low:
         n = shape[-1] if shape else 1
         groups = max(1, n // 128)
@@ -61,12 +67,13 @@ def _value_for(name: str, shape, dtype, g, logical=None):
             return torch.full(shape, 0x77777777, dtype=torch.int64).to(dtype)
         return torch.randint(-(2**31), 2**31 - 1, shape, generator=g, dtype=torch.int64).to(dtype)
     if dtype.is_floating_point:
+        # per-tensor scales are constants: w1 and w3 shards must agree (vLLM checks)
         if "global_scale" in low:
-            return (torch.rand(shape, generator=g) * 200 + 900).to(dtype)
+            return torch.full(shape, 1000.0, dtype=torch.float32).to(dtype)
         if "input_scale" in low:
             return torch.full(shape, 0.02, dtype=torch.float32).to(dtype)
         if "scale_2" in low:
-            return (torch.rand(shape, generator=g) * 0.0005 + 0.0008).to(dtype)
+            return torch.full(shape, 0.001, dtype=torch.float32).to(dtype)
         if "scale" in low:
             return (torch.rand(shape, generator=g) * 0.01 + 0.005).to(dtype)
         if "bias" in low:
@@ -131,6 +138,8 @@ def moe_plan(experts, num_experts: int, hidden: int, inter: int) -> list[LoadCal
 
     plan: list[LoadCall] = []
     for pname, p in list(experts.named_parameters(recurse=False)):
+        if computed(pname):
+            continue
         prefix = pname.split("_", 1)[0]
         if prefix not in SHARDS or "_" not in pname:
             continue
@@ -178,10 +187,17 @@ def moe_plan(experts, num_experts: int, hidden: int, inter: int) -> list[LoadCal
     return plan
 
 
+def computed(pname: str) -> bool:
+    """Parameters a post-load computes and no checkpoint carries (``g_idx_sort_indices``)."""
+    return "sort_indices" in pname
+
+
 def dense_plan(layer) -> list[LoadCall]:
     """One LoadCall per parameter of a linear layer (the loader takes ``(param, tensor)``)."""
     out = []
     for pname, p in layer.named_parameters():
+        if computed(pname):
+            continue
         if getattr(p, "weight_loader", None) is None and pname.endswith("bias"):
             continue
         out.append(LoadCall(pname, tuple(p.shape), p.dtype))

@@ -122,6 +122,13 @@ class HarnessModelConfig:
             model_type="reload_lint_harness", quantization_config=dict(quant_dict or {}), **hf_attrs
         )
         self.hf_text_config = self.hf_config
+        # what layer constructors ask of a text model's config
+        self.is_diffusion = False
+        self.is_multimodal_model = False
+        self.is_encoder_decoder = False
+        self.use_mla = "qk_nope_head_dim" in hf_attrs
+        self.max_model_len = 4096
+        self.enforce_eager = False
 
     def __getattr__(self, name):
         raise AttributeError(f"harness model_config has no {name!r} (no HF model is loaded)")
