@@ -9,8 +9,11 @@ from reload_lint.analysis.frame import (
     MAX_DEPTH,
     REGISTER,
     Frame,
+    _allocates,
     _derived_src,
+    _describe,
     _has_zero_dim,
+    _kept,
     _super_start,
     _with_step,
 )
@@ -245,6 +248,18 @@ class CallMixin:
         last = q.rsplit(".", 1)[-1]
         if q in T.BUILTIN_SCALAR or last in T.BUILTIN_SCALAR:
             return (V.SCAL,)
+        if fr.mode == "lazy" and last[:1].isupper() and "." in q and not q.startswith("torch."):
+            # a third-party class built on first use (`flashinfer...Wrapper(...)`): what its
+            # constructor allocates is not visible here, it may own device buffers
+            return (
+                AV(
+                    V.OBJ,
+                    conf="low",
+                    src=f"{last}(...)",
+                    value="external",
+                    trace=(TraceStep(fr.path, line, f"third-party `{q}` built here"),),
+                ),
+            )
         if any(V.tensorish(a) for a in args) or any(V.tensorish(v) for _, v in kwargs):
             src = ""
             for a in args:
@@ -408,20 +423,27 @@ class CallMixin:
         cname = cls_key.split(":", 1)[1]
         self.constructed.setdefault(cls_key, TraceStep(fr.path, line, f"{cname} built here"))
         obj = AV(V.MODULE if is_module else V.OBJ, cls=cls_key, oid=oid, src="self")
+        self.ctor_args[oid] = {id(v) for a in (*args, *(v for _, v in kwargs)) for v in a}
         init = self.index.lookup_method(cls_key, "__init__")
-        if init is None and fr.mode == "post":
-            # a dataclass-like class: its keyword arguments are its fields
+        fields = self.dataclass_fields(cls_key)
+        if init is None and fields is None and fr.mode == "post":
+            # a dataclass-like class without a readable __init__: its keyword arguments are
+            # its fields
             for name, vals in kwargs:
                 self.note_field(cls_key, name, vals)
-        if init is not None and memo_key not in self.active:
+        if memo_key not in self.active and (init is not None or fields is not None):
             self.active.add(memo_key)
             try:
-                self.call_function(
-                    fr, init[0], init[1], args, kwargs, line, (obj,), constructing=oid
-                )
+                if fields is not None:
+                    self.dataclass_init(fr, obj, fields, args, kwargs, line)
+                else:
+                    self.call_function(
+                        fr, init[0], init[1], args, kwargs, line, (obj,), constructing=oid
+                    )
             finally:
                 self.active.discard(memo_key)
         allocs = tuple(self.allocs.pop(oid, []))
+        self.ctor_args.pop(oid, None)
         trace = tuple(s for a in allocs for s in a.trace)
         # an object built from a chosen backend (the experts a kernel wraps) is that backend's
         # choice too, whether or not the backend's allocations are kept on it
@@ -444,6 +466,64 @@ class CallMixin:
         self.memo[memo_key] = result
         return result
 
+    def dataclass_fields(self, cls_key: str) -> list[tuple[str, bool]] | None:
+        """The generated `__init__`'s fields when the class's constructor comes from
+        `@dataclass` (the first class in the MRO that defines __init__ or is a dataclass is a
+        dataclass without its own __init__), else None."""
+        chain = self.index.mro(cls_key)
+        for i, k in enumerate(chain):
+            crec = self.index.class_record(k)
+            if crec is None:
+                continue
+            if "__init__" in crec["methods"]:
+                return None
+            if any(d.rsplit(".", 1)[-1] == "dataclass" for d in crec.get("decos", ())):
+                out: dict[str, bool] = {}
+                for b in reversed(chain[i:]):
+                    brec = self.index.class_record(b)
+                    if brec and any(
+                        d.rsplit(".", 1)[-1] == "dataclass" for d in brec.get("decos", ())
+                    ):
+                        for name, init in brec.get("fields", ()):
+                            out[name] = init
+                return list(out.items())
+        return None
+
+    def dataclass_init(self, fr: Frame, obj: AV, fields, args, kwargs, line) -> None:
+        """A dataclass's generated __init__: each field keeps the argument passed for it,
+        then `__post_init__` runs with the object under construction."""
+        names = [n for n, init in fields if init]
+        bound: dict[str, tuple] = dict(zip(names, args, strict=False))
+        for k, v in kwargs:
+            if k in names:
+                bound[k] = v
+        cname = obj.cls.split(":", 1)[1]
+        for name, vals in bound.items():
+            if fr.mode == "post":
+                self.note_field(obj.cls, name, vals)
+            for v in vals:
+                kept = _kept(v)
+                # new storage only: a config that binds registered tensors is not modelled as
+                # an alias holder here (see docs/design.md, known limits)
+                if kept is not None and _allocates(kept):
+                    note = f"{cname} keeps {_describe(kept)} on self.{name} (dataclass field)"
+                    self.allocs[obj.oid].append(
+                        AV(
+                            kept.kind,
+                            conf=kept.conf,
+                            trace=kept.trace + (TraceStep(fr.path, line, note),),
+                            src=kept.src,
+                            items=kept.items if kept.kind in (V.OBJ, V.MODULE) else (),
+                            value=kept.value if kept.kind in (V.OBJ, V.MODULE) else None,
+                            backends=kept.backends,
+                            chosen=kept.chosen,
+                            handed=True,  # a dataclass field is always what the caller passed
+                        )
+                    )
+        post = self.index.lookup_method(obj.cls, "__post_init__")
+        if post is not None:
+            self.call_function(fr, post[0], post[1], (), (), line, (obj,), constructing=obj.oid)
+
     def construct_choices(self, fr: Frame, c: AV, args, kwargs, line) -> tuple:
         """`experts_cls(...)` where experts_cls holds one of the classes an oracle returns:
         each choice may be built; the allocating ones are the backends the finding names."""
@@ -456,7 +536,9 @@ class CallMixin:
             names.append(name)
             for v in self.construct(fr, ch.cls, args, kwargs, line):
                 allocs = allocs + tuple(v.items)
-                if any(a.kind not in (V.REG, V.VIEW) for a in v.items):
+                # a backend allocates in its own constructor chain; what it was handed (the
+                # quant config the caller built) is the caller's allocation
+                if any(_allocates(a) for a in v.items if not a.handed):
                     where = ch.trace[0] if ch.trace else TraceStep(fr.path, line, "")
                     backends.append(f"{name} ({where.path}:{where.line})")
                     trace.extend(ch.trace)
@@ -497,7 +579,7 @@ class CallMixin:
                     if v.items:
                         allocs = allocs + tuple(v.items)
                         trace.extend(v.trace)
-                    if any(a.kind not in (V.REG, V.VIEW) for a in v.items):
+                    if any(_allocates(a) for a in v.items if not a.handed):
                         crec = self.index.class_record(sub) or {"line": 0}
                         path = self.index.path_of(sub.split(":", 1)[0])
                         backends.append(

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from reload_lint.analysis import triage
 from reload_lint.analysis import values as V
+from reload_lint.analysis.frame import _allocates
 from reload_lint.analysis.values import AV
 from reload_lint.summaries.torchapi import SHAPE_CHANGING
 
@@ -142,7 +143,7 @@ class Contract:
                 # built from a backend the oracle chooses, and no choice allocates: what is
                 # left are guesses about values of unknown type (analysis/oracles.py)
                 return None
-            if any(a.kind not in (V.REG, V.VIEW) and not _aliases(a) for a in v.items):
+            if any(_allocates(a) for a in v.items):
                 return ("RL105", f"rebuilt {name} allocates tensors in its constructor chain")
             if not inplace:
                 return ("RL107", f"rebuilt {name} binds registered tensors before copy-back")

@@ -124,6 +124,23 @@ def _kept(v: AV) -> AV | None:
     return None
 
 
+def _allocates(v: AV) -> bool:
+    """Whether kept state holds new storage: a fresh tensor or Parameter, a callable or
+    container holding one, or a rebuilt object whose own kept state does (an object that
+    only binds registered tensors does not allocate)."""
+    if v.kind == V.FRESH:
+        return True
+    if v.kind == V.PARAM:
+        return v.value != "alias"  # `Parameter(x.data)` wraps storage that exists
+    if v.kind == V.CALLABLE:
+        return any(c.kind in (V.FRESH, V.PARAM) for _, cap in v.items for c in cap)
+    if v.kind == V.CONTAINER:
+        return any(c.kind in (V.FRESH, V.PARAM) for c in v.items)
+    if v.kind in (V.OBJ, V.MODULE) and v.value == "rebuilt":
+        return any(_allocates(a) for a in v.items if isinstance(a, AV))
+    return False
+
+
 def _describe(v: AV) -> str:
     return {
         V.FRESH: "a new tensor",

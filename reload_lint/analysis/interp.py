@@ -70,6 +70,7 @@ class Analyzer(ExprMixin, CallMixin, StoreMixin, ReaderMixin):
         self.fields: dict[tuple[str, str], tuple] = {}
         self.field_waiters: dict[tuple[str, str], set[tuple[str, str]]] = {}
         self.field_dirty: set[tuple[str, str]] = set()
+        self.ctor_args: dict[int, set[int]] = {}  # object under construction -> ids of its args
         # RL906 rows for roots whose analysis raised (crash guard; see _guarded)
         self.errors: list[FileError] = []
 

@@ -169,9 +169,12 @@ class StoreMixin:
                                 conf=kept.conf,
                                 trace=tr,
                                 src=kept.src,
-                                value=alias,
+                                items=kept.items if kept.kind in (V.OBJ, V.MODULE) else (),
+                                value=kept.value if kept.kind in (V.OBJ, V.MODULE) else alias,
                                 backends=kept.backends,
                                 chosen=kept.chosen,
+                                handed=kept.handed
+                                or id(v) in self.ctor_args.get(fr.constructing, ()),
                             )
                         )
                 continue
@@ -205,6 +208,12 @@ class StoreMixin:
                 for v in vals:
                     if fr.mode == "lazy" and _kept(v) is not None and v.kind != V.REG:
                         self.report(fr, "RL108", st, target, v, "allocated lazily on first forward")
+                        break
+                    if fr.mode == "lazy" and v.kind == V.OBJ and v.value == "external":
+                        why = (
+                            "a third-party object built on first use, which may own device buffers"
+                        )
+                        self.report(fr, "RL108", st, target, v, why)
                         break
                     if fr.mode == "apply" and v.kind == V.FRESH and v.src:
                         self.report(fr, "RL201", st, target, v, f"derived from `{v.src}`")

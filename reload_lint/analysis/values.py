@@ -47,6 +47,8 @@ class AV:
     # choice is made ("Cls (path:line)"), and whether a backend choice was resolved at all
     backends: tuple = field(default=(), compare=False)
     chosen: bool = field(default=False, compare=False)
+    # kept state an object was handed by its constructor's caller (not its own allocation)
+    handed: bool = field(default=False, compare=False)
 
     def key(self) -> tuple:
         """Identity for memoisation (no traces); computed once per value."""

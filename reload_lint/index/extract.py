@@ -344,8 +344,40 @@ class _Extractor:
         try:
             for stmt in stmts:
                 self.stmt(stmt, out, guard, func_qn, cls_qn)
+                # `if self._x is not None: return` guards the rest of the block like
+                # `if self._x is None:` guards its body
+                guard = guard or self.early_exit_guard(stmt)
         finally:
             self.block_path.pop()
+
+    def early_exit_guard(self, node) -> tuple | None:
+        """`if self._x is not None: return` / `if hasattr(self, "_x"): return` (no else)."""
+        if not isinstance(node, cst.If) or node.orelse is not None:
+            return None
+        body = getattr(node.body, "body", ())
+        if not (
+            len(body) == 1
+            and isinstance(body[0], cst.SimpleStatementLine)
+            and isinstance(body[0].body[-1], cst.Return)
+        ):
+            return None
+        test = node.test
+        if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+            comp = test.comparisons[0]
+            if (
+                isinstance(comp.operator, (cst.IsNot, cst.NotEqual))
+                and isinstance(comp.comparator, cst.Name)
+                and comp.comparator.value == "None"
+            ):
+                left = test.left
+                if isinstance(left, cst.Attribute):
+                    base = _cst_dotted(left.value)
+                    return (base, left.attr.value) if base else None
+                if isinstance(left, cst.Call) and _cst_dotted(left.func) == "getattr":
+                    return self._getattr_guard(left)
+        if isinstance(test, cst.Call) and _cst_dotted(test.func) == "hasattr":
+            return self._getattr_guard(test)
+        return None
 
     def stmt(self, node, out: list, guard, func_qn: str, cls_qn: str | None) -> None:
         if isinstance(node, cst.SimpleStatementLine):
@@ -512,6 +544,7 @@ class _Extractor:
     def klass(self, node: cst.ClassDef, qn: str) -> None:
         bases = tuple(self.expr(a.value) for a in node.bases if a.keyword is None)
         methods: dict[str, str] = {}
+        fields: list[tuple[str, bool]] = []
         ln, col, end = self.span(node)
         for stmt in node.body.body:
             if isinstance(stmt, cst.FunctionDef):
@@ -527,12 +560,25 @@ class _Extractor:
                         mqn = f"{qn}.{sub.name.value}"
                         self.function(sub, mqn, cls_qn=qn, parent=None)
                         methods.setdefault(sub.name.value, mqn)
+            elif isinstance(stmt, cst.SimpleStatementLine):
+                for small in stmt.body:
+                    field = _dataclass_field(small)
+                    if field is not None:
+                        fields.append(field)
         self.classes[qn] = {
             "qn": qn,
             "bases": bases,
             "line": ln,
             "end_line": end,
             "methods": methods,
+            # class decorators as written (`dataclass`, `dataclasses.dataclass`) and annotated
+            # class attributes in order: (name, passed to the generated __init__)
+            "decos": tuple(
+                _cst_dotted(d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator)
+                or ""
+                for d in node.decorators
+            ),
+            "fields": tuple(fields),
         }
 
     def module(self, mod: cst.Module) -> None:
@@ -566,6 +612,25 @@ class _Extractor:
             for b in blocks:
                 for s in b.body:
                     self.top(s)
+
+
+def _dataclass_field(node) -> tuple[str, bool] | None:
+    """`name: T` / `name: T = default` in a class body -> (name, init); None for ClassVar
+    and anything else. `field(init=False)` is not an __init__ parameter."""
+    if not isinstance(node, cst.AnnAssign) or not isinstance(node.target, cst.Name):
+        return None
+    ann = _cst_dotted(node.annotation.annotation) or ""
+    if isinstance(node.annotation.annotation, cst.Subscript):
+        ann = _cst_dotted(node.annotation.annotation.value) or ""
+    if ann.rsplit(".", 1)[-1] == "ClassVar":
+        return None
+    init = True
+    v = node.value
+    if isinstance(v, cst.Call) and (_cst_dotted(v.func) or "").rsplit(".", 1)[-1] == "field":
+        for a in v.args:
+            if a.keyword is not None and a.keyword.value == "init":
+                init = not (isinstance(a.value, cst.Name) and a.value.value == "False")
+    return (node.target.value, init)
 
 
 def _isinstance_test(test) -> tuple[str, str] | None:

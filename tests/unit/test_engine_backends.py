@@ -24,7 +24,7 @@ def test_backends_name_the_oracles_allocating_choices():
     by_symbol = {f.symbol: f for f in result.findings if f.rule == "RL105"}
     fp8 = by_symbol["Fp8MoEMethod.process_weights_after_loading"]
     names = [b.split(" ", 1)[0] for b in fp8.backends]
-    assert names == ["GroupedGemmExperts", "SwigluExperts"]
+    assert names == ["GroupedGemmExperts", "SwigluExperts", "TrtLikeExperts"]
     # where the choice is made: the oracle's return that names the class
     oracle = f"{ORACLE}/fused_moe/oracle/fp8.py"
     lines = (FIXTURES.parent.parent / oracle).read_text().splitlines()
@@ -39,6 +39,27 @@ def test_backends_name_the_oracles_allocating_choices():
     assert any(
         b.startswith("SwigluExperts (") and "quantization/moe_methods.py:" in b for b in mx.backends
     )
+
+
+def test_constructor_reached_through_the_oracle_reads_the_config_it_is_handed():
+    """TrtLikeExperts derives `_g1_alphas` from the dataclass quant config's fields."""
+    result = _oracle_run()
+    fp8 = next(f for f in result.findings if f.symbol.startswith("Fp8MoEMethod.process"))
+    notes = [s.note for s in fp8.trace]
+    assert any("TrtLikeExperts keeps a new tensor on self._g1_alphas" in n for n in notes)
+
+
+def test_config_keeps_an_allocation_made_in_its_call_arguments():
+    result = _oracle_run()
+    cfg = next(f for f in result.findings if f.target == "self.moe_quant_config")
+    assert cfg.rule == "RL105" and cfg.symbol.startswith("Fp4MoEMethod.")
+    assert any("keeps a new tensor on self.gscale (dataclass field)" in s.note for s in cfg.trace)
+    # a config that binds registered scales only is not a finding
+    assert not [
+        f
+        for f in result.findings
+        if f.target == "self.moe_quant_config" and f.symbol.startswith("Fp8MoEMethod.")
+    ]
 
 
 def test_oracle_with_no_allocating_choice_has_no_finding():
