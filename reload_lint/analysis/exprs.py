@@ -393,9 +393,11 @@ class ExprMixin:
         literal = next((n.value for n in names if n.kind == V.STR and n.value), None)
         recv = self.eval(fr, recv_e)
         built = sorted({n.value for n in names if n.kind == V.STR and n.value})
-        if name_e[0] == "f" and built and len(built) == len(names):
-            # an f-string name resolved from what the callers pass: one store (or read) per
-            # name it can be, each under its own target
+        helper = name_e[0] == "n" and not fr.func.get("cls") and not fr.func.get("parent")
+        if (name_e[0] == "f" or helper) and built and len(built) == len(names):
+            # an f-string name resolved from what the callers pass, or the name a module-level
+            # helper is given (reported at its caller, analysis/readers.py relocate): one store
+            # (or read) per name it can be, each under its own target
             if name == "setattr" and len(args_e) >= 3:
                 vals = self.eval(fr, args_e[2])
                 st = ("assign", e[4], 1, e[4], (), None, None)

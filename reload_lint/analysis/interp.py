@@ -55,7 +55,9 @@ class Analyzer(ExprMixin, CallMixin, StoreMixin, ReaderMixin):
         # on the store's path); (class, attr) -> classes seen stored there; class -> reachable
         self._store_site: dict[tuple, tuple] = {}
         self._store_site_module: dict[tuple, str] = {}
-        self._conditional: set[tuple] = set()  # finding keys whose store sits under a guard
+        self._conditional: set[tuple] = set()
+        self._callers: dict[str, set] = {}  # callee name -> calling functions (relocate)
+        self._callers_seen: set[str] = set()  # finding keys whose store sits under a guard
         self._held_types: dict[tuple[str, str], set[str]] = {}
         self._reach: dict[str, list] = {}
         self.cache_modules: list[str] = []  # modules with first-use caches (RL201 candidates)

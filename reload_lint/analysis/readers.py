@@ -109,6 +109,58 @@ class ReaderMixin:
         if st[0] == "assign" and len(st) > 6 and st[6]:
             self._conditional.add(key)  # under `if self._x is None:` and the like
 
+    # ------------------------------------------------------------------ location
+    def callers_of(self, name: str) -> set:
+        """Functions (module, qualname) of the parsed modules that call something named
+        `name` (`f(...)`, `mod.f(...)`); updated as the analysis parses more modules."""
+        for rec in self.index.loaded_records():
+            mod = rec["module"]
+            if mod in self._callers_seen:
+                continue
+            self._callers_seen.add(mod)
+            for qn, g in rec["functions"].items():
+                calls: list = []
+                for st in g["body"]:
+                    for part in st[4:]:
+                        _calls(part, calls)
+                for c in calls:
+                    fn = c[1]
+                    head = fn[2] if fn[0] == "a" else fn[1] if fn[0] == "n" else None
+                    if isinstance(head, str):
+                        self._callers.setdefault(head, set()).add((mod, qn))
+        return self._callers.get(name, set())
+
+    def relocate(self, fr, target: str) -> tuple | None:
+        """(path, line, symbol, target) of the call site when the store sits in a shared helper
+        that stores under a name its caller passes (`replace_parameter(layer, "g_idx", t)`,
+        `setattr(layer, f"{prefix}_scale", ...)`): the caller decides what is stored where, so
+        the caller is what must change; the helper stays in the trace. The target is spelled
+        as the caller's object (`mod.g_idx` in the helper is `layer.g_idx` at the call)."""
+        f = fr.func
+        if fr.mode != "post" or f.get("cls") or f.get("parent") or len(fr.chain) < 2:
+            return None
+        base, _, rest = target.partition(".")
+        attr = rest.split(".", 1)[0].split("[", 1)[0]
+        if not attr.isidentifier():
+            return None
+        passed = {
+            v.value
+            for p in f["params"]
+            for v in fr.env.get(p, ())
+            if v.kind == V.STR and v.value and len(v.value) >= 2
+        }
+        if not any(s == attr or s in attr for s in passed):
+            return None
+        if len(self.callers_of(f["name"])) < 2:
+            return None  # used once: the helper is as good a place to change as its caller
+        call, caller = fr.chain[-1], fr.chain[-2].note.rsplit(" ", 1)[-1]
+        srcs = {v.src for v in fr.env.get(base, ()) if v.src}
+        if len(srcs) == 1:
+            src = next(iter(srcs))
+            if all(part.isidentifier() for part in src.split(".")):
+                base = src
+        return call.path, call.line, caller, f"{base}.{rest}"
+
     # ------------------------------------------------------------------ owner classes
     def _owner_classes(self, keys) -> list[str]:
         out: list[str] = []

@@ -258,7 +258,15 @@ class StoreMixin:
 
     # ------------------------------------------------------------------ findings
     def report(self, fr: Frame, rule: str, st, target: str, v: AV, why: str, conf=None) -> tuple:
-        key = (fr.path, st[1], rule, target)
+        # a store in a shared helper under a name the caller passes is reported at the call
+        moved = self.relocate(fr, target)
+        if moved is None:
+            path, line, symbol, shown = fr.path, st[1], fr.func["qn"], target
+            column, end_line = (st[2] if len(st) > 2 else 1), (st[3] if len(st) > 3 else st[1])
+        else:
+            path, line, symbol, shown = moved
+            column, end_line = 1, line
+        key = (path, line, rule, shown)
         if key in self.findings:
             return key
         root = fr.chain[0]
@@ -288,18 +296,18 @@ class StoreMixin:
         rule_meta = RULES[rule]
         self.findings[key] = Finding(
             rule=rule,
-            path=fr.path,
-            line=st[1],
-            column=st[2] if len(st) > 2 else 1,
-            end_line=st[3] if len(st) > 3 else st[1],
-            symbol=fr.func["qn"],
-            target=target,
-            message=contract.message(rule, target, v, why),
+            path=path,
+            line=line,
+            column=column,
+            end_line=end_line,
+            symbol=symbol,
+            target=shown,
+            message=contract.message(rule, shown, v, why),
             severity=rule_meta.severity,
             confidence=conf or v.conf,
             trace=dedup[:160],
             contract=contract.name,
-            fix=contract.fix(rule, target, v, why),
+            fix=contract.fix(rule, shown, v, why),
             backends=list(v.backends),
         )
         return key

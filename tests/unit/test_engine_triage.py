@@ -393,3 +393,72 @@ def test_a_site_reached_with_and_without_a_known_prefix_reports_the_known_names(
     }
     targets = sorted(f.target for f in _run(tmp_path, files).findings)
     assert targets == ["layer.w13_perm"]
+
+
+SHARED = {
+    "pkg/__init__.py": "",
+    "pkg/utils.py": """
+    import torch
+
+
+    def set_plain(mod: torch.nn.Module, name: str, value: torch.Tensor) -> None:
+        setattr(mod, name, value)
+
+
+    def prepare_for_marlin(layer: torch.nn.Module) -> None:
+        layer.workspace = torch.zeros(8)
+    """,
+    "pkg/a.py": """
+    import torch
+
+    from pkg.utils import prepare_for_marlin, set_plain
+
+
+    class A:
+        def process_weights_after_loading(self, layer: torch.nn.Module) -> None:
+            set_plain(layer, "perm", torch.argsort(layer.g_idx))
+            prepare_for_marlin(layer)
+
+        def apply(self, layer, x):
+            return x[:, layer.perm] + layer.workspace
+    """,
+    "pkg/b.py": """
+    import torch
+
+    from pkg.utils import set_plain
+
+
+    class B:
+        def create_weights(self, layer: torch.nn.Module) -> None:
+            layer.register_parameter("weight_scale", torch.nn.Parameter(torch.ones(1)))
+
+        def process_weights_after_loading(self, layer: torch.nn.Module) -> None:
+            set_plain(layer, "scale_inv", 1.0 / layer.weight_scale)
+
+        def apply(self, layer, x):
+            return x * layer.scale_inv
+    """,
+}
+
+
+def test_a_shared_helper_store_is_reported_at_the_caller_that_passes_the_name(tmp_path):
+    found = _by_target(_run(tmp_path, SHARED))
+    perm, inv = found["layer.perm"], found["layer.scale_inv"]
+    assert (perm.path, perm.line, perm.symbol) == (
+        "pkg/a.py",
+        _line(SHARED, "pkg/a.py", 'set_plain(layer, "perm"'),
+        "A.process_weights_after_loading",
+    )
+    assert (inv.path, inv.line, inv.symbol) == (
+        "pkg/b.py",
+        _line(SHARED, "pkg/b.py", 'set_plain(layer, "scale_inv"'),
+        "B.process_weights_after_loading",
+    )
+    # the helper stays in the trace
+    store = _line(SHARED, "pkg/utils.py", "setattr(mod, name, value)")
+    for f in (perm, inv):
+        assert ("pkg/utils.py", store) in {(s.path, s.line) for s in f.trace}
+        assert f.reader and f.reader.endswith(".apply")
+    # a helper that decides the name itself is where the change goes: it stays the location
+    ws = found["layer.workspace"]
+    assert (ws.path, ws.symbol) == ("pkg/utils.py", "prepare_for_marlin")
