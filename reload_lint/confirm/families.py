@@ -195,6 +195,7 @@ ROWS: tuple[Row, ...] = (
         "moe-ct-w8a8-fp8",
         "moe",
         components=("CompressedTensorsW8A8Fp8MoEMethod",),
+        kernels=("CutlassExpertsFp8Base", "CutlassExpertsFp8", "TritonOrCutlassExperts"),
         quant=_ct(_w(8, "float", "channel"), FP8_TOKEN, "float-quantized"),
         backends=("auto", "triton", "marlin"),
     ),
@@ -214,6 +215,7 @@ ROWS: tuple[Row, ...] = (
         "moe-ct-w4a8-fp8",
         "moe",
         components=("CompressedTensorsW4A8Fp8MoEMethod",),
+        kernels=("CutlassExpertsW4A8Fp8",),
         quant=_ct(_w(4, "int", "group", group_size=128), FP8_TOKEN, "int-quantized"),
     ),
     Row(
@@ -378,6 +380,7 @@ ROWS: tuple[Row, ...] = (
         "moe-humming",
         "moe",
         components=("HummingMoEMethod",),
+        kernels=("HummingExpertsBase",),
         quant=("humming", {"quant_method": "humming", "bits": 4, "group_size": 128}),
     ),
     Row(
@@ -399,6 +402,15 @@ ROWS: tuple[Row, ...] = (
         components=("Mxfp8OnlineMoEMethod",),
         quant=("online", "mxfp8"),
         backends=("auto", "marlin"),
+    ),
+    Row(
+        "moe-xpu",
+        "moe",
+        components=("XPUExperts",),
+        unsupported=(
+            "XPUExperts is selected only on Intel XPU (Fp8MoeBackend.XPU needs "
+            "current_platform.is_xpu()); its fused_moe_impl comes from the XPU kernels package"
+        ),
     ),
     # -- attention ----------------------------------------------------------------------------
     Row(

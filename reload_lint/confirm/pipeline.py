@@ -127,6 +127,9 @@ def stage_setup(run: Run) -> None:
 
 
 def stage_fixes(run: Run) -> None:
+    from reload_lint.confirm.recipes.vllm_layers import REBUILT
+
+    REBUILT.update(run.spec.get("rebuilt", []))
     targets = run.spec.get("targets")
     run.fixes = run.recipe.fixes_for(targets) if targets else run.recipe.fixes()
     applied = []

@@ -171,6 +171,7 @@ class Site:
     canonical: str = ""
     owner: str | None = None  # the class whose post-load stores the target
     early: str | None = None  # why no run can answer it (inconclusive before any run)
+    rebuilt: bool = False  # the target is an object rebuilt after loading (RL105/RL108)
 
     def spec_entry(self) -> dict:
         f = self.finding
@@ -223,6 +224,8 @@ def plan_site(f: Finding, opts: Options) -> Site:
         else:
             site.canonical = recipes[0].canonical_target(f)
             site.owner = f"{f.path}:{cls}" if cls else _qualified_owner(f, row.components[0])
+        if f.rule in ("RL105", "RL108"):
+            site.rebuilt = True
     else:
         r = REGISTRY.find(f)
         if r is None:
@@ -265,9 +268,12 @@ def _runs_for(recipe, sites: list[Site], opts: Options, fixed: bool) -> list[dic
     """The child specs for one recipe (row + backend) and the sites it serves: the bug side
     (one run, or one per target when the recipe isolates), or the fixed side (every fix)."""
     targets = {s.canonical: s.owner for s in sites}
+    rebuilt = sorted({s.canonical.split(".", 1)[-1] for s in sites if s.rebuilt})
+    _mark_rebuilt(rebuilt)
     fixes = recipe.fixes_for(targets)
     entries = [s.spec_entry() for s in sites]
     common = {
+        "rebuilt": rebuilt,
         "recipe": recipe.name,
         "recipe_modules": list(opts.recipe_modules),
         "device": opts.device,
@@ -287,6 +293,12 @@ def _runs_for(recipe, sites: list[Site], opts: Options, fixed: bool) -> list[dic
             runs.append({**common, "fixed": False, "fixes": others, "findings": mine})
         return runs
     return [{**common, "fixed": False, "fixes": [], "findings": entries}]
+
+
+def _mark_rebuilt(attrs) -> None:
+    from reload_lint.confirm.recipes.vllm_layers import REBUILT
+
+    REBUILT.update(attrs)
 
 
 def _record(site: Site, recipe, spec, msgs, outcome, opts, t0) -> EvidenceRecord | None:

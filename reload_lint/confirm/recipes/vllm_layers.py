@@ -326,6 +326,8 @@ class FamilyRecipe(Recipe):
             self._layer = keep
             if self.row.layer == "moe":
                 self._plan = moe_plan(probe, E, H, INTER)
+            elif self.row.layer == "mla":
+                self._plan = dense_plan(probe.kv_b_proj)  # MLA's own scales: not checkpointed here
             else:
                 self._plan = dense_plan(probe)
         prefix = {"moe": "routed_experts.", "mla": "kv_b_proj."}.get(self.row.layer, "")
@@ -368,6 +370,11 @@ def _find_class(owner: str):
     raise LookupError(f"class {name} is not loaded (from {path or 'no module'})")
 
 
+#: targets the runner marks as rebuilt objects (RL105/RL108 findings): their tensors are copied
+#: into the captured storages rather than the attribute itself being kept
+REBUILT: set[str] = set()
+
+
 def generic_fix(target: str, owner: str) -> Fix | None:
     """The storage-preserving fix for ``target`` stored by ``owner``'s post-load."""
     base, attrs = parse_target(target)
@@ -375,7 +382,7 @@ def generic_fix(target: str, owner: str) -> Fix | None:
         return None
     attr = attrs[0]
     spelled = f"{base}.{attr}"
-    if base == "self" and attr in ("moe_kernel", "kernel", "experts"):
+    if base == "self" and (attr in ("moe_kernel", "kernel", "experts") or attr in REBUILT):
 
         def apply_rebuilt(owner=owner, attr=attr):
             return fx.reuse_rebuilt(
