@@ -100,6 +100,11 @@ class Analyzer(ExprMixin, CallMixin, StoreMixin, ReaderMixin):
         if again:
             self.memo.clear()
             self.field_dirty.clear()
+            # their first run's findings are recomputed (a field that held only a registered
+            # scale then may hold a fresh one now: one verdict per store, not both)
+            rerun = {(self.index.path_of(mod), qn) for mod, qn, _ in again}
+            for key in [k for k, where in self._root_of.items() if where in rerun]:
+                self.findings.pop(key, None)
             for mod, qn, f in again:
                 self._guarded(mod, qn, f, self.run_root, mod, qn, f)
         self.run_lazy()

@@ -184,6 +184,11 @@ class StoreMixin:
                     owner = "data" if r.kind != V.FRESH else None
                 if owner is None:
                     continue
+                if owner == "object" and r.value in ("rebuilt", "part"):
+                    # the holder is built on this same path (`quant_config._w1.bias = layer.b`
+                    # on the config the root just built): it is rebuilt on every reload, so
+                    # an alias of a registered tensor it takes is taken afresh each time
+                    vals = tuple(v for v in vals if v.kind not in (V.REG, V.VIEW))
                 buffers = self.registered_on(fr, r)[1] if owner == "module" else set()
                 # a value that may be new storage or an existing tensor (a field one builder
                 # fills with a registered scale and another with `1 / scale`, a reshape that
@@ -234,19 +239,21 @@ class StoreMixin:
 
     def read_field(self, fr: Frame, b: AV, attr: str, line: int) -> tuple:
         """What an object built after loading holds in `attr` (a tensor it allocated, an object
-        it was given), or () when unknown; a read before the builder ran is noted, so the
-        reading root runs again at the end."""
+        it was given), or () when unknown. Each read is noted: when a root builds an object that
+        adds to the field later, the reading root runs again at the end."""
         key = (b.cls, attr)
+        if fr.root.entry:
+            self.field_waiters.setdefault(key, set()).add(fr.root.entry)
         got = self.fields.get(key)
         if got is None:
-            if fr.root.entry:
-                self.field_waiters.setdefault(key, set()).add(fr.root.entry)
             return ()
+        # a part of an object this path built is rebuilt with it on every reload
+        part = "part" if b.value in ("rebuilt", "part") else None
         out = []
         for v in got:
             if v.kind in (V.OBJ, V.MODULE):
                 # the object it holds, as a reference (not rebuilt by this read)
-                out.append(AV(v.kind, conf=v.conf, cls=v.cls, src=f"{b.src}.{attr}"))
+                out.append(AV(v.kind, conf=v.conf, cls=v.cls, src=f"{b.src}.{attr}", value=part))
                 continue
             if v.kind in (V.FRESH, V.PARAM) and v.trace:
                 note = (
