@@ -9,9 +9,12 @@ finding: `label` (real / safe / masked / unsure), `reason`, `cites` (file:line i
 sources), the finding's `confidence` when it was labelled, and the keys used to find the
 finding again in a later run:
 
+0. the recorded line with the same fingerprint or site key first (the audited sources are fixed;
+   a fingerprint's occurrence index can shift to another store of the same target);
 1. `fingerprint`, exact;
 2. the line-free site key (rule, path, symbol, target), for a changed fingerprint; when one
-   site key has several labels, the one whose recorded `line` is nearest wins;
+   site key has several labels, the one whose recorded `line` is nearest wins, among labels not
+   already matched on their own line and at most NEAR (10) lines away;
 3. a moved location: the label's recorded `path:line` is the finding's location or one of its
    trace steps, with the same attribute path (`mod.x` in a helper is `layer.x` at its caller: the
    engine moved the report from a shared helper to its caller and kept the helper in the trace).
@@ -50,6 +53,9 @@ except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
 LABELS = ("real", "masked", "safe", "unsure")
+# A label found by site key alone applies to a finding at most this many lines away: farther,
+# it is another store of the same target in the same function and needs its own label.
+NEAR = 10
 CONFIDENCES = ("high", "medium", "low")
 
 
@@ -169,22 +175,59 @@ def attr_path(target: str) -> str:
 
 
 def join(findings: list[dict], labels: list[Label]) -> list[Match]:
+    """Pair each finding with a label. The audited sources never change, so a label whose
+    recorded line is the finding's line is the strongest evidence: a fingerprint carries an
+    occurrence index, and when the engine starts reporting a second store of the same target
+    earlier in the function, the old fingerprint moves to the new store."""
     by_fp: dict[str, Label] = {lb.fingerprint: lb for lb in labels if lb.fingerprint}
     by_site: dict[tuple, list[Label]] = {}
     by_place: dict[tuple[str, int, str], list[Label]] = {}
     for lb in labels:
         by_site.setdefault(lb.site, []).append(lb)
         by_place.setdefault((lb.path, lb.line, attr_path(lb.target)), []).append(lb)
-    out = []
-    for f in findings:
+    result: list[Match | None] = [None] * len(findings)
+    claimed: set[int] = set()
+
+    def take(i: int, lb: Label, how: str) -> None:
+        result[i] = Match(findings[i], lb, how)
+        claimed.add(id(lb))
+
+    # 1. same fingerprint, same line
+    for i, f in enumerate(findings):
         lb = by_fp.get(f.get("fingerprint", ""))
-        if lb is not None:
-            out.append(Match(f, lb, "fingerprint"))
+        if lb is not None and lb.line == f["line"] and lb.site == site_key(f):
+            take(i, lb, "fingerprint")
+    # 2. same site key, same line (the fingerprint changed)
+    for i, f in enumerate(findings):
+        if result[i] is None:
+            for lb in by_site.get(site_key(f), []):
+                if lb.line == f["line"] and id(lb) not in claimed:
+                    take(i, lb, "site")
+                    break
+    # 3. same fingerprint, another line (the report moved within the function)
+    for i, f in enumerate(findings):
+        lb = by_fp.get(f.get("fingerprint", ""))
+        if result[i] is None and lb is not None and id(lb) not in claimed:
+            take(i, lb, "fingerprint")
+    # 4. the label's place is the finding's own location (the rule changed)
+    for i, f in enumerate(findings):
+        if result[i] is None:
+            for lb in by_place.get((f["path"], f["line"], attr_path(f.get("target", ""))), []):
+                if id(lb) not in claimed:
+                    take(i, lb, "trace")
+                    break
+    # 5. same site key, nearest recorded line; 6. a moved location (see the module docstring)
+    for i, f in enumerate(findings):
+        if result[i] is not None:
             continue
-        cands = by_site.get(site_key(f))
+        cands = [
+            c
+            for c in by_site.get(site_key(f), [])
+            if id(c) not in claimed and abs(c.line - f["line"]) <= NEAR
+        ]
         if cands:
             best = min(cands, key=lambda c: (abs(c.line - f["line"]), c.index))
-            out.append(Match(f, best, "site"))
+            result[i] = Match(f, best, "site")
             continue
         places = [(f["path"], f["line"])] + [
             (s.get("path", ""), s.get("line", 0)) for s in f.get("trace", [])
@@ -195,8 +238,8 @@ def join(findings: list[dict], labels: list[Label]) -> list[Match]:
             if got:
                 hit = got[0]
                 break
-        out.append(Match(f, hit, "trace" if hit else ""))
-    return out
+        result[i] = Match(f, hit, "trace" if hit else "")
+    return [m for m in result if m is not None]
 
 
 def ratio(num: int, den: int) -> str:
@@ -425,11 +468,20 @@ def main(argv: list[str] | None = None) -> int:
         print(f"review_precision: {e}", file=sys.stderr)
         return 2
     population = len(findings)
-    if review.sample is not None:
-        findings = draw_sample(findings, review.sample)
-    matches = join(findings, review.labels)
-    used = {id(m.label) for m in matches if m.label}
+    # Match against the whole run (a label claimed by its own line is not handed to another
+    # store of the same target), then keep the sample.
+    every = join(findings, review.labels)
+    used = {id(m.label) for m in every if m.label}
     stale = [lb for lb in review.labels if id(lb) not in used]
+    matches = every
+    outside: list[Label] = []
+    if review.sample is not None:
+        keep = {id(f): n for n, f in enumerate(draw_sample(findings, review.sample))}
+        matches = sorted(
+            (m for m in every if id(m.finding) in keep), key=lambda m: keep[id(m.finding)]
+        )
+        in_sample = {id(m.label) for m in matches if m.label}
+        outside = [lb for lb in review.labels if id(lb) in used and id(lb) not in in_sample]
 
     if args.sample_list:
         for m in matches:
@@ -454,6 +506,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nunlabelled ({len(unl)}):")
         for m in unl:
             print(f"  {describe(m.finding)} [{m.finding.get('confidence', '')}]")
+    if outside:
+        print(f"\nlabels whose finding is still reported but outside the sample ({len(outside)}):")
+        for lb in outside:
+            print(
+                f"  {lb.fingerprint or '-'} {lb.rule} {lb.path}:{lb.line} {lb.target} ({lb.label})"
+            )
     if stale:
         gone = Counter(lb.cause or lb.label for lb in stale)
         print(

@@ -205,3 +205,35 @@ def test_triage_fields_compared_with_labels(pair):
         "guard said on 1 of 3 safe, and on 0 real/masked; "
         "no reader on 1 real/masked, a reader on 3 safe"
     )
+
+
+def test_a_shifted_occurrence_does_not_steal_a_label(tmp_path):
+    """The engine starts reporting a store at :5 of the same target; the occurrence index
+    moves fingerprint `old` from the :9 store to the :5 one."""
+    findings = [
+        _finding("old", "RL102", K, 5, "self.s"),  # new store, inherits the old fingerprint
+        _finding("shifted", "RL102", K, 9, "self.s"),  # the labelled store, new fingerprint
+    ]
+    labels = _label("old", "RL102", K, 9, "self.s", "safe")
+    (tmp_path / "f.json").write_text(json.dumps({"findings": findings}))
+    (tmp_path / "l.toml").write_text(labels)
+    m5, m9 = rp.join(
+        rp.load_findings(str(tmp_path / "f.json")),
+        rp.load_review(str(tmp_path / "l.toml")).labels,
+    )
+    assert (m9.label.label, m9.how) == ("safe", "site")  # matched on its own line
+    assert m5.label is None  # another store of the target: it needs its own label
+
+
+def test_site_key_fallback_stays_near(tmp_path):
+    labels = _label("gone", "RL101", K, 9, "self.w", "safe")
+    (tmp_path / "l.toml").write_text(labels)
+    for line, expect in ((12, "safe"), (30, None)):
+        (tmp_path / "f.json").write_text(
+            json.dumps({"findings": [_finding("new", "RL101", K, line, "self.w")]})
+        )
+        [m] = rp.join(
+            rp.load_findings(str(tmp_path / "f.json")),
+            rp.load_review(str(tmp_path / "l.toml")).labels,
+        )
+        assert (m.label.label if m.label else None) == expect
