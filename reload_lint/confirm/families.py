@@ -114,6 +114,8 @@ class Row:
     quant: tuple[str, object] | None = None  # (vLLM quantization name, config dict)
     backends: tuple[str, ...] = ("auto",)  # KernelConfig.moe_backend values to force
     activation: str = "silu"  # FusedMoE activation (gpt-oss style MXFP4 uses swigluoai)
+    #: environment for the child (vLLM reads these at kernel selection)
+    env: tuple[tuple[str, str], ...] = ()
     recipe: str | None = None  # layer == "recipe": the recipe's name in recipes/
     #: why this row cannot run on a CUDA machine at all (ROCm-only kernels, ...)
     unsupported: str | None = None
@@ -189,7 +191,8 @@ ROWS: tuple[Row, ...] = (
                 "weight_block_size": [128, 128],
             },
         ),
-        backends=("auto", "deep_gemm"),
+        # DeepGEMM JIT-compiles from headers the device bundle does not carry: not forced
+        env=(("VLLM_USE_DEEP_GEMM", "0"),),
     ),
     Row(
         "moe-ct-w8a8-fp8",
@@ -426,6 +429,7 @@ ROWS: tuple[Row, ...] = (
             },
         ),
         notes=("DeepSeek-V3/R1 checkpoints: an FP8 block-quantized kv_b_proj",),
+        env=(("VLLM_USE_DEEP_GEMM", "0"),),
     ),
     Row("mla-bf16-kv-b-proj", "mla", components=("MLAAttention",)),
     Row(

@@ -54,10 +54,7 @@ class DispatchRecorder(TorchDispatchMode):
         self.log: list[tuple] = []
         self.ops = 0
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        self.ops += 1
-        flat, _ = tree_flatten((args, kwargs))
+    def _reads(self, flat, op: str) -> None:
         for i, a in enumerate(flat):
             if not isinstance(a, torch.Tensor):
                 continue
@@ -71,10 +68,28 @@ class DispatchRecorder(TorchDispatchMode):
                 "nbytes": st.nbytes(),
                 "dtype": str(a.dtype).replace("torch.", ""),
                 "shape": list(a.shape),
-                "op": str(func),
+                "op": op,
                 "arg": i,
                 "tensor_ref": _weak_tensor(a) if self.keep_log else None,
             }
+
+    def __enter__(self):
+        self._triton_undo = _watch_triton(self)
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        try:
+            return super().__exit__(*exc)
+        finally:
+            undo, self._triton_undo = getattr(self, "_triton_undo", None), None
+            if undo is not None:
+                undo()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        self.ops += 1
+        flat, _ = tree_flatten((args, kwargs))
+        self._reads(flat, str(func))
         out = func(*args, **kwargs)
         for o in tree_flatten(out)[0]:
             if isinstance(o, torch.Tensor):
@@ -84,6 +99,29 @@ class DispatchRecorder(TorchDispatchMode):
         if self.keep_log:
             self.log.append((func, args, kwargs, out))
         return out
+
+
+def _watch_triton(recorder: DispatchRecorder):
+    """Triton kernels launch without going through torch's dispatcher: while recording, their
+    tensor arguments count as reads too (``triton:<kernel>``). Returns an undo, or None."""
+    try:
+        from triton.runtime.jit import JITFunction
+    except Exception:  # triton is optional (CPU CI)
+        return None
+    orig = JITFunction.run
+
+    def run(self, *args, **kwargs):
+        name = getattr(getattr(self, "fn", None), "__name__", "kernel")
+        recorder.ops += 1
+        recorder._reads(list(args) + list(kwargs.values()), f"triton:{name}")
+        return orig(self, *args, **kwargs)
+
+    JITFunction.run = run
+
+    def undo():
+        JITFunction.run = orig
+
+    return undo
 
 
 def _weak_tensor(t: torch.Tensor):

@@ -23,7 +23,7 @@ def load_builtin() -> None:
     if _BUILTIN_LOADED:
         return
     _BUILTIN_LOADED = True
-    from reload_lint.confirm.recipes import vllm_linear, vllm_moe  # noqa: F401
+    from reload_lint.confirm.recipes import vllm_linear  # noqa: F401
 
 
 def get_recipe(name: str) -> Recipe:

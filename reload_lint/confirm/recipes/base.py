@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from reload_lint.confirm.targets import parse_target, symbol_class
+from reload_lint.confirm.walk import qualified_class
 from reload_lint.findings import Finding
 
 
@@ -98,7 +99,15 @@ class Recipe:
         return self.fixes()
 
     def finish(self, built: Built) -> None:
-        """After post-load, in the child: record what vLLM built (``built.backend``)."""
+        """After post-load, in the child: record what vLLM built (``built.backend``) and the
+        quant method the harness drove (``built.component``)."""
+        qm = getattr(built.layer, "quant_method", None)
+        if qm is None:
+            return
+        if built.component is None:
+            built.component = qualified_class(qm)
+        if built.backend is None:
+            built.backend = backend_of(qm)
 
     def construct(self, device: str) -> Built:
         """Build the model in checkpoint format (called inside ``torch.device(device)``)."""
@@ -118,6 +127,23 @@ class Recipe:
 
     def describe(self) -> str:
         return f"{self.name} ({self.family})" if self.family else self.name
+
+
+def backend_of(quant_method) -> str | None:
+    """Qualified class of the experts (or kernel) object vLLM built for the layer."""
+    mk = getattr(quant_method, "moe_kernel", None)
+    if mk is not None:
+        impl = getattr(mk, "impl", None)
+        experts = getattr(impl, "fused_experts", None) or getattr(mk, "fused_experts", None)
+        return qualified_class(experts if experts is not None else mk)
+    for attr in ("kernel", "fp8_linear", "experts"):
+        k = getattr(quant_method, attr, None)
+        if k is not None and not isinstance(k, (str, int, float, bool)):
+            return qualified_class(k)
+    scheme = getattr(quant_method, "scheme", None)
+    if scheme is not None:
+        return backend_of(scheme) or qualified_class(scheme)
+    return None
 
 
 class Registry:

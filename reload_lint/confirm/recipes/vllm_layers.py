@@ -19,7 +19,7 @@ from __future__ import annotations
 import itertools
 
 from reload_lint.confirm import fixes as fx
-from reload_lint.confirm.recipes.base import Built, Fix, Recipe
+from reload_lint.confirm.recipes.base import Built, Fix, Recipe, backend_of
 from reload_lint.confirm.recipes.checkpoint import dense_plan, materialize, moe_plan
 from reload_lint.confirm.recipes.vllm_common import (
     gen,
@@ -66,23 +66,6 @@ def force_backend(backend: str) -> None:
             object.__setattr__(kc, "moe_backend", backend)
 
 
-def backend_of(quant_method) -> str | None:
-    """Qualified class of the experts (or kernel) object vLLM built for the layer."""
-    mk = getattr(quant_method, "moe_kernel", None)
-    if mk is not None:
-        impl = getattr(mk, "impl", None)
-        experts = getattr(impl, "fused_experts", None) or getattr(mk, "fused_experts", None)
-        return qualified_class(experts if experts is not None else mk)
-    for attr in ("kernel", "fp8_linear", "experts"):
-        k = getattr(quant_method, attr, None)
-        if k is not None and not isinstance(k, (str, int, float, bool)):
-            return qualified_class(k)
-    scheme = getattr(quant_method, "scheme", None)
-    if scheme is not None:
-        return backend_of(scheme) or qualified_class(scheme)
-    return None
-
-
 class FamilyRecipe(Recipe):
     """A family row on one backend. ``name`` is ``family:<row>:<backend>``."""
 
@@ -126,8 +109,11 @@ class FamilyRecipe(Recipe):
         import vllm.model_executor.model_loader.reload  # noqa: F401
 
     def setup(self, device: str) -> None:
+        import os
+
         import torch
 
+        os.environ.update(dict(self.row.env))
         setup_vllm(device)
         quant = self.row.quant[1] if self.row.quant and isinstance(self.row.quant[1], dict) else {}
         dims = {}
@@ -174,6 +160,18 @@ class FamilyRecipe(Recipe):
         )
         experts = layer.routed_experts
         self._layer = experts
+        notes = []
+        if getattr(layer, "_shared_experts", None) is None:
+            # vLLM wraps the MoE forward in the opaque custom op `vllm.moe_forward` (one op to
+            # torch.compile); call the Python function it wraps, as vLLM itself does on CPU and
+            # TPU, so that the dispatch recorder sees every tensor the kernels read
+            from vllm.model_executor.layers.fused_moe.runner import moe_runner
+
+            layer._forward_entry = moe_runner._moe_forward
+            notes.append(
+                "harness: MoERunner._forward_entry = _moe_forward (the function inside the "
+                "opaque vllm.moe_forward op), so the recorder sees the kernels' reads"
+            )
         logits = torch.randn(T, E, generator=gen(55), device="cpu").to(torch.float32).to(device)
         cfg = get_current_vllm_config()
 
@@ -190,6 +188,7 @@ class FamilyRecipe(Recipe):
             roots={"layer": layer},
             notes=[
                 f"quant method {type(qm).__name__}; moe_backend={self.backend}",
+                *notes,
                 *shim_notes(),
                 *([self._shim] if self._shim else []),
             ],
@@ -309,6 +308,10 @@ class FamilyRecipe(Recipe):
 
     def finish(self, built: Built) -> None:
         """After post-load: what vLLM built for this layer."""
+        if self.row.layer == "mla":
+            impl = getattr(built.layer, "impl", None)
+            built.backend = qualified_class(impl) if impl is not None else None
+            return
         qm = getattr(built.layer, "quant_method", None)
         comp = getattr(built.layer, "scheme", None) or getattr(qm, "scheme", None) or qm
         built.backend = backend_of(comp) if comp is not None else None
