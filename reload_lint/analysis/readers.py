@@ -266,21 +266,21 @@ class ReaderMixin:
         if not attr:
             return None
         mine = backend_tokens(*store_names)
-        fallback = None
+        best, best_score = None, -1
         for ck in owners:
             for mod, qn, f, path in self._reachable(ck):
                 line = next((ln for a, ln in f["reads"] if a == attr), None)
                 if line is None:
                     continue
                 theirs = backend_tokens(*path, mod)
-                if mine and theirs and not (mine & theirs):
-                    continue  # a read on another backend's path
-                hit = (self.index.path_of(mod), line, qn, path)
-                if not mine or (mine & theirs):
-                    return hit
-                if fallback is None:
-                    fallback = hit
-        return fallback
+                if (theirs - mine) and (mine - theirs):
+                    continue  # a read on another backend's path (`sm90` for an `sm120` store)
+                score = len(mine & theirs)
+                if score > best_score:
+                    best, best_score = (self.index.path_of(mod), line, qn, path), score
+                    if score == len(mine):
+                        return best
+        return best
 
     # ------------------------------------------------------------------ per finding
     def add_graph_visibility(self) -> None:

@@ -199,11 +199,25 @@ READERS = {
             layer.name_only = torch.zeros(4)
             layer.deep = layer.weight_scale * 2
             prepare_layer_for_marlin(layer)
+            self._process_weights_for_sm120_cutlass(layer)
 
         def apply(self, layer, x):
             if self.use_marlin:
                 return self._apply_marlin(layer, x)
+            if self.use_sm90:
+                return self._apply_sm90_cutlass(layer, x)
+            if self.use_sm120:
+                return self._apply_sm120_cutlass(layer, x)
             return self._apply_aiter(layer, x)
+
+        def _process_weights_for_sm120_cutlass(self, layer):
+            layer.w_sm120 = layer.weight_scale.float()
+
+        def _apply_sm90_cutlass(self, layer, x):
+            return x * layer.w_sm120
+
+        def _apply_sm120_cutlass(self, layer, x):
+            return x + layer.w_sm120
 
         def _apply_aiter(self, layer, x):
             return x[:, layer.w_marlin] * layer.deep
@@ -246,6 +260,9 @@ def test_a_store_on_the_marlin_path_is_not_read_by_the_aiter_path(tmp_path):
     ln = _line(READERS, "pkg/method.py", "+ self._helper(layer)[:, layer.w_marlin]")
     assert marlin.reader == f"pkg/method.py:{ln} in Method._apply_marlin"
     assert "_apply_aiter" not in marlin.trace[-1].note
+    # the same family (cutlass) on another architecture is another backend
+    ln = _line(READERS, "pkg/method.py", "return x + layer.w_sm120")
+    assert found["layer.w_sm120"].reader == f"pkg/method.py:{ln} in Method._apply_sm120_cutlass"
     # a store on no backend's path takes the first read the entry reaches
     ln = _line(READERS, "pkg/method.py", "layer.w_marlin] * layer.deep")
     assert found["layer.deep"].reader == f"pkg/method.py:{ln} in Method._apply_aiter"
