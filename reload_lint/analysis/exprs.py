@@ -69,9 +69,8 @@ class ExprMixin:
             if V.tensorish(left) or V.tensorish(right):
                 src = _derived_src(left) or _derived_src(right)
                 conf = _conf_of(left, right)
-                return self._fresh(
-                    fr, _line_of(e, fr), f"`{e[1]}` allocates a new tensor", conf, src
-                )
+                line = e[4] if len(e) > 4 and e[4] else _line_of(e, fr)
+                return self._fresh(fr, line, f"`{e[1]}` allocates a new tensor", conf, src)
             return (V.SCAL,)
         if k == "u":
             inner = self.eval(fr, e[2])

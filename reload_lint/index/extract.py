@@ -9,7 +9,7 @@ Expression forms (tuples):
   ("n", name)                       name load
   ("a", base, attr)                 attribute
   ("c", func, args, kwargs, line, star)   call; kwargs is a tuple of (name, expr)
-  ("b", op, left, right)            binary op        ("u", op, operand) unary op
+  ("b", op, left, right, line)      binary op        ("u", op, operand) unary op
   ("s", base, index)                subscript; index is ("slice",) for basic slicing
   ("k", kind, value)                constant: none/int/float/str/bool/other
   ("t", kind, items)                tuple/list/set display; `*x` items are ("star", x)
@@ -198,7 +198,8 @@ class _Extractor:
             return ("c", self.expr(node.func), tuple(args), tuple(kwargs), self.line(node), star)
         if isinstance(node, cst.BinaryOperation):
             op = _BINOPS.get(type(node.operator), "?")
-            return ("b", op, self.expr(node.left), self.expr(node.right))
+            line = self.span(node)[0]
+            return ("b", op, self.expr(node.left), self.expr(node.right), line)
         if isinstance(node, cst.UnaryOperation):
             return ("u", type(node.operator).__name__, self.expr(node.expression))
         if isinstance(node, cst.Subscript):

@@ -479,3 +479,35 @@ def test_a_shared_helper_store_is_reported_at_the_caller_that_passes_the_name(tm
     # a helper that decides the name itself is where the change goes: it stays the location
     ws = found["layer.workspace"]
     assert (ws.path, ws.symbol) == ("pkg/utils.py", "prepare_for_marlin")
+
+
+def test_an_operator_inside_a_multi_line_call_points_at_its_own_line(tmp_path):
+    files = {
+        "pkg/__init__.py": "",
+        "pkg/m.py": """
+        import torch
+
+
+        class Config:
+            def __init__(self, a, b):
+                self.a = a
+                self.b = b
+
+
+        class M:
+            def create_weights(self, layer: torch.nn.Module) -> None:
+                layer.register_parameter("a_scale", torch.nn.Parameter(torch.ones(1)))
+
+            def process_weights_after_loading(self, layer: torch.nn.Module) -> None:
+                self.cfg = Config(
+                    a=None,
+                    b=1.0 / layer.a_scale,
+                )
+
+            def apply(self, layer, x):
+                return x * self.cfg.b
+        """,
+    }
+    (f,) = _run(tmp_path, files).findings
+    step = next(s for s in f.trace if "`/` allocates" in s.note)
+    assert step.line == _line(files, "pkg/m.py", "b=1.0 / layer.a_scale")
