@@ -424,6 +424,7 @@ class CallMixin:
         self.constructed.setdefault(cls_key, TraceStep(fr.path, line, f"{cname} built here"))
         obj = AV(V.MODULE if is_module else V.OBJ, cls=cls_key, oid=oid, src="self")
         self.ctor_args[oid] = {id(v) for a in (*args, *(v for _, v in kwargs)) for v in a}
+        self.building[oid] = {}
         init = self.index.lookup_method(cls_key, "__init__")
         fields = self.dataclass_fields(cls_key)
         if init is None and fields is None and fr.mode == "post":
@@ -444,7 +445,9 @@ class CallMixin:
                 self.active.discard(memo_key)
         allocs = tuple(self.allocs.pop(oid, []))
         self.ctor_args.pop(oid, None)
-        trace = tuple(s for a in allocs for s in a.trace)
+        self.building.pop(oid, None)
+        # each step once: a long chain of kept objects must not push later allocations out
+        trace = _unique_steps(s for a in allocs for s in a.trace)
         # an object built from a chosen backend (the experts a kernel wraps) is that backend's
         # choice too, whether or not the backend's allocations are kept on it
         handed = [v for a in (*args, *(v for _, v in kwargs)) for v in a if v.chosen]
@@ -454,7 +457,7 @@ class CallMixin:
                 V.MODULE if is_module else V.OBJ,
                 cls=cls_key,
                 items=allocs,
-                trace=trace[:60],
+                trace=trace[:120],
                 src=f"{cname}(...)",
                 value="rebuilt",
                 # the object is as certain as its best-established allocation
@@ -529,6 +532,7 @@ class CallMixin:
         each choice may be built; the allocating ones are the backends the finding names."""
         allocs: tuple = ()
         trace: list = []
+        handed_steps: list = []
         backends: list = []
         names = []
         for ch in c.items:
@@ -538,12 +542,16 @@ class CallMixin:
                 allocs = allocs + tuple(v.items)
                 # a backend allocates in its own constructor chain; what it was handed (the
                 # quant config the caller built) is the caller's allocation
-                if any(_allocates(a) for a in v.items if not a.handed):
+                own = [a for a in v.items if not a.handed]
+                if any(_allocates(a) for a in own):
                     where = ch.trace[0] if ch.trace else TraceStep(fr.path, line, "")
                     backends.append(f"{name} ({where.path}:{where.line})")
                     trace.extend(ch.trace)
-                    trace.extend(v.trace)
+                    trace.extend(s for a in own for s in a.trace)
+                # what it was handed is traced once, after the choices
+                handed_steps.extend(s for a in v.items if a.handed for s in a.trace)
                 backends.extend(v.backends)
+        trace = _unique_steps([*trace, *handed_steps])
         shown = ", ".join(names[:12]) + (f" and {len(names) - 12} more" if len(names) > 12 else "")
         note = TraceStep(fr.path, line, f"`{c.src}` is built here: the oracle may choose {shown}")
         all_alloc = len(backends) >= len(names) and names
@@ -552,7 +560,7 @@ class CallMixin:
                 V.OBJ,
                 cls=c.items[0].cls if len(c.items) == 1 else "",
                 items=allocs[:300],
-                trace=(note,) + tuple(trace[:300]),
+                trace=(note, *trace[:300]),
                 src=f"{c.src}(...)",
                 value="rebuilt",
                 # which choice runs is decided at run time: certain only if every choice allocates
@@ -600,7 +608,7 @@ class CallMixin:
                 V.OBJ,
                 cls=base_key,
                 items=allocs[:300],
-                trace=(note,) + tuple(trace[:300]),
+                trace=(note, *trace[:300]),
                 src=f"{base}(...)",
                 value="rebuilt",
                 conf="medium",
@@ -608,3 +616,14 @@ class CallMixin:
                 chosen=True,
             ),
         )
+
+
+def _unique_steps(steps) -> tuple:
+    """Trace steps in order, each (path, line) once."""
+    seen: set = set()
+    out = []
+    for st in steps:
+        if (st.path, st.line) not in seen:
+            seen.add((st.path, st.line))
+            out.append(st)
+    return tuple(out)

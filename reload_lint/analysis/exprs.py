@@ -294,6 +294,10 @@ class ExprMixin:
                     out = V.union(out, self._resolve_ref(q))
                 else:
                     out = V.union(out, (AV(V.REF, value=q),))
+            elif k in (V.MODULE, V.OBJ) and attr in self.building.get(b.oid or -1, {}):
+                # the object under construction: what an earlier frame of its constructor
+                # chain stored (a base __init__'s `self.quant_config = quant_config`)
+                out = V.union(out, self.building[b.oid][attr])
             elif k in (V.MODULE, V.OBJ):
                 regs = self.registered_on(fr, b)[0] if k == V.MODULE else ()
                 m = self.index.lookup_method(b.cls, attr) if b.cls else None

@@ -73,6 +73,9 @@ class Analyzer(ExprMixin, CallMixin, StoreMixin, ReaderMixin):
         self.field_waiters: dict[tuple[str, str], set[tuple[str, str]]] = {}
         self.field_dirty: set[tuple[str, str]] = set()
         self.ctor_args: dict[int, set[int]] = {}  # object under construction -> ids of its args
+        # object under construction -> what its constructor chain stored so far (read back
+        # by later frames of the same construction: `self.quant_config` set by the base init)
+        self.building: dict[int, dict[str, tuple]] = {}
         # RL906 rows for roots whose analysis raised (crash guard; see _guarded)
         self.errors: list[FileError] = []
 

@@ -152,6 +152,8 @@ class StoreMixin:
             if r.kind in (V.OBJ, V.MODULE) and fr.constructing and r.oid == fr.constructing:
                 if fr.mode == "post" and not mutate:
                     self.note_field(r.cls, attr, vals)
+                if not mutate and r.oid in self.building:
+                    self.building[r.oid][attr] = vals
                 for v in vals:
                     kept = _kept(v)
                     if kept is not None:
