@@ -179,6 +179,12 @@ def decide(finding, msgs: list[dict], outcome: dict, fixed: bool) -> tuple[str, 
     census = _stage(msgs, "census")
     err = _failed(msgs)
     if census is None:
+        if err is not None and err["stage"] == "reload":
+            return (
+                "inconclusive",
+                None,
+                f"vLLM's layerwise reload itself fails on this layer: {err['error']}",
+            )
         if err is not None:
             return "inconclusive", None, f"stopped at {err['stage']}: {err['error']}"
         if outcome["status"] == "timeout":
@@ -201,10 +207,17 @@ def decide(finding, msgs: list[dict], outcome: dict, fixed: bool) -> tuple[str, 
         replay = _stage(msgs, "replay")
         holds = f"{finding.target} holds no tensor after post-load"
         backend = load_a.get("backend") or "unknown"
-        if finding.rule == "RL105" and not seen and harness is None and rfail is None:
-            if census_tier or (replay is not None and replay["match"]):
-                how = "census tier" if census_tier else "replay matches cold B"
-                return "green", None, f"{holds} (vLLM built {backend}); {how}"
+        if finding.rule in ("RL105", "RL108") and load_a.get("backend") and harness is None:
+            # the rebuilt object was observed and holds no storage a graph could bake in:
+            # whatever else escaped belongs to other targets (their own findings)
+            if census_tier:
+                how = "census tier"
+            elif replay is not None and replay["match"]:
+                how = "replay matches cold B"
+            else:
+                how = f"the replay failure ({rdetail}) is not this target's"
+            other = f"; {len(seen)} other graph-visible storage(s) escaped" if seen else ""
+            return "green", None, f"{holds} (vLLM built {backend}); {how}{other}"
         return (
             "inconclusive",
             rfail,

@@ -116,6 +116,8 @@ class Row:
     activation: str = "silu"  # FusedMoE activation (gpt-oss style MXFP4 uses swigluoai)
     #: environment for the child (vLLM reads these at kernel selection)
     env: tuple[tuple[str, str], ...] = ()
+    #: attributes set on the built layer to force a kernel path vLLM selects by platform
+    layer_flags: tuple[tuple[str, object], ...] = ()
     recipe: str | None = None  # layer == "recipe": the recipe's name in recipes/
     #: why this row cannot run on a CUDA machine at all (ROCm-only kernels, ...)
     unsupported: str | None = None
@@ -432,6 +434,35 @@ ROWS: tuple[Row, ...] = (
         env=(("VLLM_USE_DEEP_GEMM", "0"),),
     ),
     Row("mla-bf16-kv-b-proj", "mla", components=("MLAAttention",)),
+    # ROCm AITER paths of MLAAttention, forced on CUDA with stand-ins (census tier)
+    Row(
+        "mla-rocm-aiter-fp8-bmm",
+        "mla",
+        components=("MLAAttention",),
+        quant=(
+            "fp8",
+            {
+                "quant_method": "fp8",
+                "activation_scheme": "dynamic",
+                "weight_block_size": [128, 128],
+            },
+        ),
+        env=(("VLLM_USE_DEEP_GEMM", "0"),),
+        layer_flags=(("is_aiter_triton_fp8_bmm_enabled", True),),
+        standins=("rocm_aiter_ops.triton_fp8_bmm",),
+        notes=("rocm_aiter_ops.is_fp8bmm_enabled() is ROCm-only; the flag is set on the layer",),
+    ),
+    Row(
+        "mla-rocm-aiter-fp4-bmm",
+        "mla",
+        components=("MLAAttention",),
+        layer_flags=(("is_aiter_triton_fp4_bmm_enabled", True),),
+        standins=(
+            "aiter.ops.triton.quant.dynamic_mxfp4_quant",
+            "rocm_aiter_ops.batched_gemm_a16wfp4",
+        ),
+        notes=("rocm_aiter_ops.is_fp4bmm_enabled() needs gfx950; the flag is set on the layer",),
+    ),
     Row(
         "attn-flashinfer",
         "attention",

@@ -380,3 +380,50 @@ def test_evidence_verdicts_are_defined_once():
     ).stdout.splitlines()
     assert len(hits) == 2, hits
     assert BY_ID  # the table is importable without torch or vLLM
+
+
+def test_rebuilt_object_without_tensors_is_not_blamed_for_other_escapes():
+    from reload_lint.confirm.decide import decide
+
+    f = _f("M._setup_kernel", "self.moe_kernel", rule="RL105")
+    f.fingerprint = "fp"
+    rows = [_row("layer.w13_weight"), _row("layer.quant_method.cfg.scale", freed=True, moved=True)]
+    msgs = _msgs("fp", rows, [], replay={"match": False, "rel": 0.9})
+    verdict, _, reason = decide(f, msgs, {"status": "ok"}, False)
+    assert verdict == "green" and "not this target's" in reason and "1 other" in reason
+
+
+def test_a_reload_that_raises_is_inconclusive_with_vllms_error():
+    from reload_lint.confirm.decide import decide
+
+    f = _f("M._setup_kernel", "layer.w13_weight")
+    f.fingerprint = "fp"
+    msgs = [{"stage": "reload", "ok": False, "error": "KeyError: \"attribute 'w13_weight'\""}]
+    verdict, _, reason = decide(f, msgs, {"status": "ok"}, False)
+    assert verdict == "inconclusive" and reason.startswith("vLLM's layerwise reload itself")
+
+
+def test_standins_keep_the_shapes_vllm_relies_on():
+    torch = pytest.importorskip("torch")
+    from reload_lint.confirm.recipes import standins
+
+    n, b, p, l_ = 4, 3, 8, 16
+    w = torch.randn(l_, n, p)
+    wq, scale = w.to(torch.float8_e4m3fn), torch.tensor(1.0)
+    x = torch.randn(n, b, p, dtype=torch.bfloat16)
+    y = standins._fp8_bmm(x, wq.transpose(0, 1), scale, transpose_bm=True)
+    ref = torch.bmm(x.float(), wq.transpose(0, 1).float().transpose(1, 2)).transpose(0, 1)
+    assert y.shape == (b, n, l_) and torch.allclose(y.float(), ref, rtol=1e-2, atol=1e-2)
+    out = torch.empty(b, n, l_, dtype=torch.bfloat16)
+    assert standins._fp8_bmm(x, wq.transpose(0, 1), scale, YQ=out, transpose_bm=True) is out
+    packed, scales = standins._dynamic_mxfp4_quant(torch.randn(6, 64, dtype=torch.bfloat16))
+    assert packed.shape == (6, 32) and scales.shape == (6, 2) and packed.dtype == torch.uint8
+    yv = torch.empty(b, n, 5)
+    standins._a16wfp4_bmm(x, torch.zeros(n, 5, p // 2, dtype=torch.uint8), scales, yv, True)
+    assert bool((yv == 0).all())
+    with pytest.raises(KeyError):
+        standins.install(["no.such.op"])
+    assert {r.id for r in ROWS if r.standins} >= {
+        "mla-rocm-aiter-fp8-bmm",
+        "mla-rocm-aiter-fp4-bmm",
+    }

@@ -115,6 +115,10 @@ class FamilyRecipe(Recipe):
 
         os.environ.update(dict(self.row.env))
         setup_vllm(device)
+        if self.row.standins:
+            from reload_lint.confirm.recipes import standins
+
+            standins.install(self.row.standins)
         quant = self.row.quant[1] if self.row.quant and isinstance(self.row.quant[1], dict) else {}
         dims = {}
         if self.row.layer == "mla":
@@ -265,15 +269,29 @@ class FamilyRecipe(Recipe):
             prefix=f"model.layers.{n}.self_attn.attn",
         )
         self._layer = kv_b_proj
+        for name, value in self.row.layer_flags:
+            setattr(layer, name, value)
 
         def forward(x):
+            from vllm._aiter_ops import rocm_aiter_ops
+
             # x: [B, N * L]; v-up projection (vLLM's own method) ...
             out = torch.empty(x.shape[0], MLA_N * MLA_V, dtype=x.dtype, device=x.device)
             layer._v_up_proj(x, out)
-            # ... and q_nope absorption: (N, B, P) x (N, P, L) as forward_impl does
-            q = out.view(-1, MLA_N, MLA_V).transpose(0, 1)[..., :MLA_P]
-            ql = torch.bmm(q, layer.W_UK_T)
-            return torch.cat([out, ql.transpose(0, 1).reshape(x.shape[0], -1)], dim=-1)
+            # ... and q_nope absorption: (N, B, P) x (N, P, L) as forward_impl does, on the
+            # path the layer's flags select
+            q = out.view(-1, MLA_N, MLA_V).transpose(0, 1)[..., :MLA_P].contiguous()
+            if getattr(layer, "is_aiter_triton_fp4_bmm_enabled", False):
+                ql = rocm_aiter_ops.batched_gemm_a16wfp4(
+                    q, layer.W_K, layer.W_K_scale, None, transpose_bm=True, prequant=True
+                )
+            elif getattr(layer, "is_aiter_triton_fp8_bmm_enabled", False):
+                ql = rocm_aiter_ops.triton_fp8_bmm(
+                    q, layer.W_K, layer.W_K_scale, group_size=128, transpose_bm=True
+                )
+            else:
+                ql = torch.bmm(q, layer.W_UK_T).transpose(0, 1)
+            return torch.cat([out, ql.reshape(x.shape[0], -1).to(out.dtype)], dim=-1)
 
         return Built(
             model=layer,
@@ -287,6 +305,7 @@ class FamilyRecipe(Recipe):
                 *([self._shim] if self._shim else []),
             ],
             component=qualified_class(layer),
+            standins=set(self.row.standins),
         )
 
     def post_load(self, module) -> bool:
