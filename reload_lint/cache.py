@@ -31,7 +31,9 @@ from reload_lint.config import Config
 from reload_lint.discover import SourceFile
 from reload_lint.findings import FileError
 
-EXTRACT_VERSION = "10"  # 10: binary operators carry their line; 9: class decorators and dataclass fields, early-exit lazy guards
+# 9: class decorators and dataclass fields, early-exit lazy guards; 10: binary operators carry
+# their line; 11: state-flag pseudo-statements, block paths on expression statements
+EXTRACT_VERSION = "11"
 PACK_VERSION = 1
 MAX_FILE_BYTES = 8 * 1024 * 1024
 RACY_NS = 2_000_000_000  # rows this close to the pack's write time are re-hashed

@@ -47,6 +47,11 @@ class PerPath:
     select: list[str] = field(default_factory=list)
     ignore: list[str] = field(default_factory=list)
     contract: str | None = None
+    # path facts (docs/gate.md): `cuda-graphs = false` -- this code runs on a platform that
+    # captures no CUDA graphs; `update-reruns = false` -- its post-load roots never re-run on
+    # a weight update. Stores reached through such code are not reported.
+    cuda_graphs: bool | None = None
+    update_reruns: bool | None = None
 
 
 @dataclass
@@ -137,7 +142,7 @@ _LIST_KEYS = {
 _STR_KEYS = {"contract", "baseline"}
 _BOOL_KEYS = {"strict"}
 _KNOWN = _LIST_KEYS | _STR_KEYS | _BOOL_KEYS | {"per-path"}
-_PER_PATH_KEYS = {"select", "ignore", "contract"}
+_PER_PATH_KEYS = {"select", "ignore", "contract", "cuda-graphs", "update-reruns"}
 
 
 def _str_list(value, key: str, where: str) -> list[str]:
@@ -184,6 +189,11 @@ def parse_table(table: dict, where: str) -> Config:
                     if not isinstance(sub["contract"], str):
                         raise ConfigError(f"{where}: per-path `contract` must be a string")
                     pp.contract = sub["contract"]
+                for bk in ("cuda-graphs", "update-reruns"):
+                    if bk in sub:
+                        if not isinstance(sub[bk], bool):
+                            raise ConfigError(f"{where}: per-path `{bk}` must be true or false")
+                        setattr(pp, bk.replace("-", "_"), sub[bk])
                 cfg.per_path.append(pp)
     return cfg
 

@@ -172,6 +172,21 @@ def run_check(
     )
 
 
+def config_scopes(cfg: Config) -> tuple:
+    """Per-path `cuda-graphs = false` / `update-reruns = false` as analysis scopes."""
+    from reload_lint.analysis.pathfacts import Scope
+
+    out = []
+    for pp in cfg.per_path:
+        if pp.cuda_graphs is False:
+            why = f"configured: `{pp.pattern}` runs where no CUDA graphs are captured"
+            out.append(Scope(pp.pattern, "no-graphs", why))
+        if pp.update_reruns is False:
+            why = f"configured: post-load under `{pp.pattern}` never re-runs on an update"
+            out.append(Scope(pp.pattern, "no-update", why))
+    return tuple(out)
+
+
 def _analyse(store, files, views, cfg, roots, contract_for, only_paths, progress):
     """Index + analysis (a whole-run cache miss): findings selected, sorted, fingerprinted."""
     from reload_lint.analysis.interp import Analyzer
@@ -200,7 +215,9 @@ def _analyse(store, files, views, cfg, roots, contract_for, only_paths, progress
                 _loader(store, view),
                 _class_bases(store, view),
             )
-            analyzer = Analyzer(index, roots, cfg.all_apply_names(), contract_for)
+            analyzer = Analyzer(
+                index, roots, cfg.all_apply_names(), contract_for, scopes=config_scopes(cfg)
+            )
             in_view = set(map(id, view_files))
             seed_modules = sorted(sf.module for sf in seeds if id(sf) in in_view)
             for m in seed_modules:

@@ -89,7 +89,9 @@ class CallMixin:
             )
             contract = self.contract_for(fr.path)
             for v in vals:
-                rule = contract.judge_register(v)
+                rule = contract.judge_register(v, name)
+                if meth == "register_parameter":
+                    self.note_masking_store(fr, name, v, "module", rule)
                 if rule:
                     self.report(fr, rule, ("expr", line, 1, line), target, v, meth)
                     break
@@ -305,6 +307,10 @@ class CallMixin:
                 mode=fr.mode,
                 chain=fr.chain,
                 root=fr.root,
+                guards=fr.guards,
+                stack=fr.stack,
+                positions=fr.positions,
+                block_hint=fr.block_hint,
             )
             return self.eval(sub, body)
         return (V.UNK,)
@@ -364,6 +370,9 @@ class CallMixin:
             fr.mode,
             constructing,
             tuple(sorted((n, V.vals_key(v)) for n, v in env.items())),
+            fr.guards,
+            # where the guarded code calls this (a flag set counts for what it encloses)
+            (*fr.positions, (fr.func.get("qn"), fr.block_hint)) if fr.guards else (),
         )
         if key in self.memo:
             return self.memo[key]
@@ -381,6 +390,9 @@ class CallMixin:
             mode=fr.mode,
             chain=fr.chain + (TraceStep(fr.path, line, f"calls {qn}"),),
             root=fr.root,
+            guards=fr.guards,
+            stack=fr.stack + ((path, mod, qn),),
+            positions=(*fr.positions, (fr.func.get("qn"), fr.block_hint)),
         )
         try:
             self.exec_body(sub, f["body"])

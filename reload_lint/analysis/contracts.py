@@ -80,10 +80,45 @@ def _name_matches(declared: str, qualified: str) -> bool:
     return b[: len(a)] == a
 
 
+# Run-once flags an engine's update path resets before re-running post-load (see
+# analysis/pathfacts.py): by name, and by the pre-update hooks whose constant flag stores /
+# `delattr`s reset them. Citations: docs/contracts.md ("Path facts").
+RESET_FLAGS: dict[str, tuple[tuple[str, str], ...]] = {
+    "vllm-layerwise": (
+        (
+            "_already_called_process_weights_after_loading",
+            "vLLM's layerwise reload deletes that flag before re-running post-load "
+            "(model_loader/reload/layerwise.py, _layerwise_process)",
+        ),
+    ),
+    "inplace-only": (),
+}
+RESET_HOOKS: dict[str, tuple[str, ...]] = {
+    "vllm-layerwise": (),
+    # SGLang calls quant_method.restore_weights_before_loading(module) before every update
+    # (srt/model_loader/loader.py:1092-1100)
+    "inplace-only": ("restore_weights_before_loading",),
+}
+
+
 @dataclass
 class Contract:
     name: str
     preserving: frozenset = field(default_factory=frozenset)
+
+    @property
+    def reset_flags(self) -> tuple[tuple[str, str], ...]:
+        return RESET_FLAGS.get(self.name, ())
+
+    @property
+    def reset_hooks(self) -> tuple[str, ...]:
+        return RESET_HOOKS.get(self.name, ())
+
+    @property
+    def restores_params(self) -> bool:
+        """Whether the update path puts the checkpoint Parameters back before loading (vLLM's
+        layerwise reload re-registers the ones it recorded at load, `restore_layer_on_meta`)."""
+        return self.name == "vllm-layerwise"
 
     def preserves(self, qualified: str) -> bool:
         """Whether a call to `qualified` keeps the storage of what it writes.
@@ -96,11 +131,16 @@ class Contract:
         return any(_name_matches(p, qualified) for p in self.preserving)
 
     # store judgement -------------------------------------------------------------------
-    def judge_store(self, owner: str, attr: str, v: AV, buffers: set[str], st, fr):
-        """owner: module | object | held | data. Returns (rule, why) or None."""
+    def judge_store(
+        self, owner: str, attr: str, v: AV, buffers: set[str], st, fr, holder: str | None = None
+    ):
+        """owner: module | object | held | data (then `holder` is the attribute whose `.data`
+        is written). Returns (rule, why) or None."""
         inplace = self.name == "inplace-only"
         if v.value == "empty" and v.kind == V.PARAM:
             return None  # a zero-element Parameter: no storage a graph can read
+        if idempotent_cast(v, holder if owner == "data" else attr):
+            return None
         if v.kind == V.TUPLE:  # a tuple display is a container too
             flat = tuple(x for group in v.items for x in group)
             v = AV(V.CONTAINER, items=flat, value="tuple", trace=v.trace)
@@ -172,10 +212,10 @@ class Contract:
             return ("RL107", "registered tensor bound on an object before copy-back")
         return None
 
-    def judge_register(self, v: AV) -> str | None:
+    def judge_register(self, v: AV, name: str | None = None) -> str | None:
         if self.name != "inplace-only":
             return None
-        if v.value == "empty":
+        if v.value == "empty" or idempotent_cast(v, name):
             return None
         if v.kind == V.FRESH or (v.kind == V.PARAM and v.value in ("fresh", "cast")):
             return "RL109"
@@ -199,11 +239,24 @@ def _binds_registered(v: AV) -> bool:
     return v.kind in (V.REG, V.VIEW) or (_aliases(v) and bool(v.src))
 
 
+def idempotent_cast(v: AV, attr: str | None) -> bool:
+    """A dtype cast of the registered tensor stored back under its own name
+    (`layer.x = Parameter(layer.x.float())`, `x.data = x.data.to(torch.float32)`,
+    `register_parameter("x", Parameter(layer.x.half()))`): the first pass stores a tensor of
+    that dtype under that name, so on every later pass the cast returns that tensor itself and
+    no storage moves."""
+    return bool(
+        attr
+        and v.kind in (V.FRESH, V.PARAM)
+        and v.value == "cast"
+        and v.src
+        and v.src.rsplit(".", 1)[-1] == attr
+    )
+
+
 def judge_param_on_module(v: AV, inplace: bool, attr: str | None = None):
     """A Parameter stored on a module (or on what a layer holds, attr unknown: None)."""
-    if inplace and attr is not None and v.value == "cast" and v.src.rsplit(".", 1)[-1] == attr:
-        # `layer.x = Parameter(layer.x.float())`: after the first update x already has that
-        # dtype, the cast returns x itself and the loader's writes land
+    if idempotent_cast(v, attr):
         return None
     if inplace and v.value in ("fresh", "cast"):
         return ("RL109", "a new Parameter replaces the one the weight loader writes")

@@ -23,6 +23,12 @@ class RootState:
     derived_findings: list[tuple[str, str]] = field(default_factory=list)  # (finding key, src)
     cls_key: str | None = None  # the root's class (the reader search starts there)
     entry: tuple = ()  # (module, qualname) of a post-load root (empty for lazy/apply runs)
+    # path facts (analysis/pathfacts.py): findings this root reported, checkpoint Parameters
+    # it re-binds as a plain nn.Parameter / reshapes through `.data`, names given a loader
+    keys: set = field(default_factory=set)
+    rebound: dict = field(default_factory=dict)
+    reshaped: dict = field(default_factory=dict)
+    loaders: set = field(default_factory=set)
 
 
 @dataclass
@@ -41,6 +47,14 @@ class Frame:
     narrowed: list = field(default_factory=list)  # (name, value before an isinstance narrowing)
     returns: list = field(default_factory=list)
     line: int = 0  # the statement being executed (trace steps of call-less expressions)
+    # state-flag guards in force: (base, attr, runs when, path, line); see pathfacts.py
+    guards: tuple = ()
+    # (path, module, qualname) of every function from the root down to this one
+    stack: tuple = ()
+    line_hint: int = 0  # line of the statement being executed
+    block_hint: tuple | None = None  # its block path (assignments and expressions)
+    # (qualname, block path) of the calling statement in each caller, root first
+    positions: tuple = ()
 
 
 def _has_zero_dim(args) -> bool:

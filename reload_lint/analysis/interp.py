@@ -25,6 +25,7 @@ from reload_lint.analysis.frame import (
     RootState,
 )
 from reload_lint.analysis.oracles import Oracles
+from reload_lint.analysis.pathfacts import BUILTIN_SCOPES, ONCE_NAMES, PathFactsMixin
 from reload_lint.analysis.readers import ReaderMixin
 from reload_lint.analysis.stores import StoreMixin
 from reload_lint.analysis.values import AV
@@ -35,8 +36,8 @@ from reload_lint.rules import RULES
 __all__ = ["Analyzer", "Frame", "RootState"]
 
 
-class Analyzer(ExprMixin, CallMixin, StoreMixin, ReaderMixin):
-    def __init__(self, index: ProjectIndex, root_names, apply_names, contract_for):
+class Analyzer(ExprMixin, CallMixin, StoreMixin, ReaderMixin, PathFactsMixin):
+    def __init__(self, index: ProjectIndex, root_names, apply_names, contract_for, scopes=()):
         self.index = index
         self.root_names = set(root_names)
         self.apply_names = set(apply_names)
@@ -78,6 +79,19 @@ class Analyzer(ExprMixin, CallMixin, StoreMixin, ReaderMixin):
         self.building: dict[int, dict[str, tuple]] = {}
         # RL906 rows for roots whose analysis raised (crash guard; see _guarded)
         self.errors: list[FileError] = []
+        # path facts (analysis/pathfacts.py)
+        self.scopes = (*scopes, *BUILTIN_SCOPES)
+        self.once_names = ONCE_NAMES
+        # flag attr -> {(truth, (path, function, block)): line}: constant flag stores post-load
+        self.flag_sets: dict[str, dict] = {}
+        self._guard_ctx: dict[tuple, list] = {}  # finding key -> guards of each reaching path
+        self._resets: dict[str, dict] = {}
+        self._ckpt: set[str] | None = None
+        self._ffo: dict[str, str | None] = {}
+        self._masked: dict[tuple, list] = {}
+        self.scoped: dict[tuple, object] = {}  # finding key -> Scope it was reached in
+        self.dropped: dict[tuple, str] = {}  # finding key -> why path facts removed it
+        self.facts: dict[tuple, dict] = {}  # finding key -> triage fields (guard, masked)
 
     def is_apply(self, name: str) -> bool:
         """Apply/forward-path methods: the configured names and their `forward*`/`apply*` kin."""
@@ -113,7 +127,9 @@ class Analyzer(ExprMixin, CallMixin, StoreMixin, ReaderMixin):
         self.run_lazy()
         self.run_apply_caches([*modules, *self.cache_modules])
         self.drop_unresolved_names()
+        self.resolve_guards()
         self.add_graph_visibility()
+        self.apply_facts()
         self.finalize_confidence()
         return list(self.findings.values())
 
@@ -164,8 +180,10 @@ class Analyzer(ExprMixin, CallMixin, StoreMixin, ReaderMixin):
             mode="post",
             chain=(TraceStep(path, f["line"], f"post-load root {qn}"),),
             root=state,
+            stack=((path, mod, qn),),
         )
         self.exec_body(frame, f["body"])
+        self.finish_masked(state, f, frame.cls_key)
         for fkey, src in state.derived_findings:
             if src in state.deleted and fkey in self.findings:
                 fd = self.findings[fkey]
@@ -183,6 +201,11 @@ class Analyzer(ExprMixin, CallMixin, StoreMixin, ReaderMixin):
     def exec_body(self, fr: Frame, body) -> None:
         for st in body:
             fr.line = st[1]
+            fr.line_hint = st[1]
+            if st[0] == "assign":
+                fr.block_hint = st[7] if len(st) > 7 else None
+            elif st[0] == "expr":
+                fr.block_hint = st[5] if len(st) > 5 else None
             try:
                 self.exec_stmt(fr, st)
             except RecursionError:
@@ -209,9 +232,14 @@ class Analyzer(ExprMixin, CallMixin, StoreMixin, ReaderMixin):
                         # may survive, so keep both
                         fr.env[tgt[1]] = V.union(vals, fr.env[tgt[1]])
                         continue
+                if tgt[0] == "a":
+                    self.note_flag_set(fr, tgt[2], st[5], where)
                 self.bind(fr, tgt, vals, st)
         elif kind == "expr":
+            self.note_loader_call(fr, st[4])
             self.eval(fr, st[4], stmt=st)
+        elif kind in ("flagon", "flagoff", "flagexit"):
+            self.exec_flag(fr, st)
         elif kind == "ret":
             fr.returns.append(self.eval(fr, st[4]) if st[4] is not None else (V.NON,))
         elif kind == "aug":
@@ -374,4 +402,5 @@ class Analyzer(ExprMixin, CallMixin, StoreMixin, ReaderMixin):
             chain = (where,) + chain
         state = RootState(f["qn"], cls_key=cls_key)
         fr = Frame(mod, path, f, env, f"{mod}:{f['cls']}", 0, mode, chain, state)
+        fr.stack = ((path, mod, f["qn"]),)
         self.exec_body(fr, f["body"])

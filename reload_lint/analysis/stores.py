@@ -181,6 +181,11 @@ class StoreMixin:
                         )
                 continue
             if fr.mode == "post":
+                if attr == "weight_loader":
+                    # `layer.w.weight_loader = ...`: the re-bound Parameter keeps a loader
+                    fr.root.loaders.add(self.render(base_e).rsplit(".", 1)[-1])
+                    if r.src:
+                        fr.root.loaders.add(r.src.rsplit(".", 1)[-1])
                 owner = {V.MODULE: "module", V.OBJ: "object", V.MATTR: "held"}.get(r.kind)
                 if attr == "data" and r.kind in (V.REG, V.VIEW, V.MATTR, V.PARAM, V.FRESH):
                     owner = "data" if r.kind != V.FRESH else None
@@ -195,10 +200,12 @@ class StoreMixin:
                 # a value that may be new storage or an existing tensor (a field one builder
                 # fills with a registered scale and another with `1 / scale`, a reshape that
                 # may copy): the new-storage case is the one reported
+                m_attr = r.src.rsplit(".", 1)[-1] if owner == "data" and r.src else attr
                 for v in sorted(vals, key=_new_storage_first):
-                    verdict = contract.judge_store(owner, attr, v, buffers, st, fr)
+                    verdict = contract.judge_store(owner, attr, v, buffers, st, fr, holder=m_attr)
                     if verdict:
                         rule, why = verdict
+                        self.note_masking_store(fr, m_attr, v, owner, rule)
                         conf = v.conf if owner != "held" else V.lower(v.conf)
                         key = self.report(fr, rule, st, target, v, why, conf=conf)
                         if key and owner == "data" and r.src:
@@ -276,6 +283,8 @@ class StoreMixin:
             path, line, symbol, shown = moved
             column, end_line = 1, line
         key = (path, line, rule, shown)
+        if not self.note_report(fr, key):
+            return ()  # out of scope (pathfacts.py): no finding
         if key in self.findings:
             return key
         root = fr.chain[0]

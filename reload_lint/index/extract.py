@@ -18,7 +18,12 @@ Expression forms (tuples):
   ("if", body, orelse)              conditional expression
   ("f", parts)                      f-string; parts are ("k", "str", text) or expressions
   ("?",)                            anything else
-Statement forms: ("assign"|"aug"|"expr"|"ret"|"def"|"del"|"for", line, col, end_line, ...)
+Statement forms: ("assign"|"aug"|"expr"|"ret"|"def"|"del"|"for", line, col, end_line, ...);
+pseudo-statements: ("narrow"/"unnarrow", ...) around an isinstance block, and state flags read
+by an `if`: ("flagon", .., base, attr, sense, block) / ("flagoff", .., base, attr) around a
+block that runs when the flag's truth is `sense`, ("flagexit", .., base, attr, sense, block)
+after an
+`if <flag>: ... return` (the rest of the function runs when it is not).
 """
 
 from __future__ import annotations
@@ -394,7 +399,33 @@ class _Extractor:
             ln, col, end = self.span(node)
             if narrowed:
                 out.append(("narrow", ln, col, end, *narrowed))
+            exits = _ends_in_return(node.body)
+            # a state flag tested here: `if self.done: return` guards the rest of the
+            # function, `if not self.done: ...` its own body (see analysis/pathfacts.py)
+            flags = _flag_terms(node.test, exit_form=exits)
+            # `if old.shape == new.shape and ...: copy_ else: rebind` (copy-or-rebind): the
+            # rebind branch runs only while the compared tensors differ
+            compat = _compat_test(node.test)
+            rebind = None
+            if compat is not None:
+                a, b, feats, positive = compat
+                rebind = ("flagon", ln, col, end, f"{a}|{b}", "<compat:" + ",".join(feats) + ">")
+                rebind = (*rebind, False, ())
+                if positive and not isinstance(node.orelse, cst.Else):
+                    rebind = None
+            if not exits:
+                for base, attr, sense in flags:
+                    # the block path the body gets (block() numbers it next)
+                    body = (*self.block_path, self.block_ids + 1)
+                    out.append(("flagon", ln, col, end, base, attr, sense, body))
+            if rebind is not None and not compat[3]:
+                out.append(rebind)
             self.block(node.body, out, g or guard, func_qn, cls_qn)
+            if rebind is not None and not compat[3]:
+                out.append(("flagoff", ln, col, end, rebind[4], rebind[5]))
+            if not exits:
+                for base, attr, _sense in reversed(flags):
+                    out.append(("flagoff", ln, col, end, base, attr))
             if narrowed:
                 out.append(("unnarrow", ln, col, end, narrowed[0]))
             orelse = node.orelse
@@ -403,8 +434,16 @@ class _Extractor:
                     self.block(orelse.body, out, guard, func_qn, cls_qn)
                     orelse = orelse.orelse
                 else:
+                    if rebind is not None and compat[3]:
+                        out.append(rebind)
                     self.block(orelse.body, out, guard, func_qn, cls_qn)
+                    if rebind is not None and compat[3]:
+                        out.append(("flagoff", ln, col, end, rebind[4], rebind[5]))
                     orelse = None
+            if exits:
+                for base, attr, sense in flags:
+                    here = tuple(self.block_path)
+                    out.append(("flagexit", ln, col, end, base, attr, sense, here))
             return
         if isinstance(node, (cst.For,)):
             ln, col, end = self.span(node)
@@ -491,7 +530,7 @@ class _Extractor:
             op = _AUGOPS.get(type(node.operator), "?")
             out.append(("aug", ln, col, end, self.target(node.target), op, self.expr(node.value)))
         elif isinstance(node, cst.Expr):
-            out.append(("expr", ln, col, end, self.expr(node.value)))
+            out.append(("expr", ln, col, end, self.expr(node.value), tuple(self.block_path)))
         elif isinstance(node, cst.Return):
             out.append(("ret", ln, col, end, self.expr(node.value) if node.value else None))
         elif isinstance(node, cst.Del):
@@ -632,6 +671,150 @@ def _dataclass_field(node) -> tuple[str, bool] | None:
             if a.keyword is not None and a.keyword.value == "init":
                 init = not (isinstance(a.value, cst.Name) and a.value.value == "False")
     return (node.target.value, init)
+
+
+def _ends_in_return(body) -> bool:
+    """The block's last statement is a `return` (an early exit of the function)."""
+    stmts = getattr(body, "body", ())
+    if not stmts:
+        return False
+    last = stmts[-1]
+    return isinstance(last, cst.SimpleStatementLine) and any(
+        isinstance(s, cst.Return) for s in last.body
+    )
+
+
+_FALSY = ("False", "None")
+
+
+def _flag_terms(test, exit_form: bool) -> list[tuple[str, str, object]]:
+    """State flags a test reads: (base, attr, sense), the test holding when the flag's truth
+    is `sense` (True / False) or, for `hasattr`, its presence (`"has"` / `"absent"`).
+
+    Only terms that must hold for the test to hold (body form: the `and` operands) or whose
+    holding is enough (exit form, `if a or b: return`: the `or` operands) are returned, so
+    "the guarded code runs only when <term> does not hold / holds" stays true.
+    """
+    if isinstance(test, cst.BooleanOperation):
+        keep = (
+            isinstance(test.operator, cst.Or) if exit_form else isinstance(test.operator, cst.And)
+        )
+        if not keep:
+            return []
+        return _flag_terms(test.left, exit_form) + _flag_terms(test.right, exit_form)
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        inv = {True: False, False: True, "has": "absent", "absent": "has"}
+        return [(b, a, inv[s]) for b, a, s in _flag_terms(test.expression, not exit_form)]
+    if isinstance(test, cst.Attribute):
+        base = _cst_dotted(test.value)
+        return [(base, test.attr.value, True)] if base else []
+    if isinstance(test, cst.Name) and test.value not in ("True", "False", "None"):
+        return [("", test.value, True)]  # a module-level switch (`if _is_cpu:`)
+    if isinstance(test, cst.Call) and not test.args:
+        # a predicate call (`current_platform.is_cpu()`): named with `()`, never a state flag
+        fn = _cst_dotted(test.func)
+        if fn:
+            base, _, name = fn.rpartition(".")
+            return [(base, name + "()", True)]
+        return []
+    if isinstance(test, cst.Call) and len(test.args) >= 2:
+        fn = _cst_dotted(test.func)
+        if fn not in ("getattr", "hasattr") or not isinstance(test.args[1].value, cst.SimpleString):
+            return []
+        if fn == "getattr" and len(test.args) > 2:
+            d = test.args[2].value
+            if not (isinstance(d, cst.Name) and d.value in _FALSY) and not (
+                isinstance(d, cst.Integer) and d.value == "0"
+            ):
+                return []
+        base = _cst_dotted(test.args[0].value)
+        try:
+            name = test.args[1].value.evaluated_value
+        except Exception:
+            return []
+        if not base or not isinstance(name, str):
+            return []
+        return [(base, name, True if fn == "getattr" else "has")]
+    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+        comp = test.comparisons[0]
+        rhs = comp.comparator
+        if isinstance(rhs, cst.Name) and rhs.value in ("True", "False"):
+            pos = isinstance(comp.operator, (cst.Is, cst.Equal))
+            neg = isinstance(comp.operator, (cst.IsNot, cst.NotEqual))
+            if pos or neg:
+                terms = _flag_terms(test.left, exit_form)[:1]
+                want = (rhs.value == "True") == pos
+                return [(b, a, s if want else not s) for b, a, s in terms if s in (True, False)]
+    return []
+
+
+_FEATURE_ATTRS = {"shape", "dtype", "device", "layout"}
+_FEATURE_CALLS = {"size", "stride", "dim", "numel", "nbytes", "data_ptr"}
+
+
+def _feature(node) -> tuple[str, str] | None:
+    """(feature, tensor name) for `x.shape`, `x.stride()`, `x.untyped_storage().nbytes()`,
+    `type(x)`; the tensor as a dotted name."""
+    if isinstance(node, cst.Attribute) and node.attr.value in _FEATURE_ATTRS:
+        base = _cst_dotted(node.value)
+        return (node.attr.value, base) if base else None
+    if isinstance(node, cst.Call):
+        fn = node.func
+        if _cst_dotted(fn) == "type" and len(node.args) == 1:
+            base = _cst_dotted(node.args[0].value)
+            return ("type", base) if base else None
+        if isinstance(fn, cst.Attribute) and fn.attr.value in _FEATURE_CALLS and not node.args:
+            inner = fn.value
+            if (
+                isinstance(inner, cst.Call)
+                and isinstance(inner.func, cst.Attribute)
+                and inner.func.attr.value in ("untyped_storage", "storage")
+            ):
+                inner = inner.func.value
+            base = _cst_dotted(inner)
+            return (fn.attr.value, base) if base else None
+    return None
+
+
+def _compat_test(test) -> tuple[str, str, tuple[str, ...], bool] | None:
+    """`a.shape == b.shape and a.dtype == b.dtype ...` -> (a, b, features, True); the negation
+    (`!=` joined by `or`, or `not (...)`) -> (..., False). Every term compares the same two
+    tensors."""
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        inner = _compat_test(test.expression)
+        return (*inner[:3], not inner[3]) if inner else None
+    terms = []
+    positive = None
+
+    def walk(t) -> bool:
+        nonlocal positive
+        if isinstance(t, cst.BooleanOperation):
+            want = isinstance(t.operator, cst.And)
+            if positive is None:
+                positive = want
+            return positive == want and walk(t.left) and walk(t.right)
+        if isinstance(t, cst.Comparison) and len(t.comparisons) == 1:
+            op = t.comparisons[0].operator
+            eq = isinstance(op, (cst.Equal, cst.Is))
+            ne = isinstance(op, (cst.NotEqual, cst.IsNot))
+            left, right = _feature(t.left), _feature(t.comparisons[0].comparator)
+            if not (eq or ne) or not left or not right or left[0] != right[0]:
+                return False
+            if positive is None:
+                positive = eq
+            if positive != eq:
+                return False
+            terms.append((left[0], left[1], right[1]))
+            return True
+        return False
+
+    if not walk(test) or not terms:
+        return None
+    pairs = {tuple(sorted((a, b))) for _f, a, b in terms}
+    if len(pairs) != 1:
+        return None
+    a, b = next(iter(pairs))
+    return (a, b, tuple(sorted({f for f, _a, _b in terms})), bool(positive))
 
 
 def _isinstance_test(test) -> tuple[str, str] | None:

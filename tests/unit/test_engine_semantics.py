@@ -91,11 +91,13 @@ def test_reshape_of_a_registered_tensor_is_a_view(tmp_path):
 
                 def process_weights_after_loading(self, layer: torch.nn.Module) -> None:
                     layer.w.data = layer.w.data.reshape(16)
-                    layer.w.data = layer.w.data.float()
+                    layer.w.data = layer.w.data * 2
             """,
         },
         contract="inplace-only",
     )
+    # the control: arithmetic allocates on every pass (a `.float()` cast stored back under
+    # its own name would not: it is idempotent from the second pass, see pathfacts)
     assert _found(result) == {("pkg/m.py", 11, "RL106")}
 
 

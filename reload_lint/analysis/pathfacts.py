@@ -1,0 +1,500 @@
+"""Path facts: conditions on a post-load path that decide whether a store runs again on an
+update, and whether the same root breaks the next load loudly.
+
+- **Run-once guards.** `if self.done: return` (or `if getattr(layer, "_done", False): return`)
+  guards the rest of the function; `if not self.first_pass: ...` guards its own block. A guard
+  is *run-once* when some post-load path sets the flag to the value that skips the guarded
+  code (`self.done = True`, `self.first_pass = False`). A store behind a run-once guard runs
+  on the first post-load only, so it does not move on an update: no finding, unless the
+  engine's reload resets the flag (vLLM's layerwise reload deletes
+  `_already_called_process_weights_after_loading`; SGLang runs each quant method's
+  `restore_weights_before_loading` before an update), in which case the finding stays and its
+  `guard` says so.
+- **Scopes.** Paths whose platform captures no CUDA graphs (CPU backends) and roots the
+  serving engine never re-runs on an update (SGLang's diffusion runtime): built in below,
+  extended per path in `[tool.reload-lint.per-path]` (`cuda-graphs = false`,
+  `update-reruns = false`). A store reached through such a frame is not reported.
+- **Masked.** Under a contract that does not restore the checkpoint Parameters before a load
+  (`inplace-only`), a root that deletes a checkpoint Parameter, re-binds it to a new
+  `nn.Parameter` without a `weight_loader`, or reshapes it through `.data` (with no
+  `restore_weights_before_loading` to undo that) makes the next update fail before any graph
+  replays: every finding of that root gets a `masked` text.
+
+Mixed into Analyzer (analysis/interp.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from reload_lint.analysis import values as V
+from reload_lint.config import path_matches
+
+_NOT = {True: False, False: True, "has": "absent", "absent": "has"}
+# Where checkpoint Parameters are created (what a loader looks up by name on the next load);
+# these run once per engine, never on an update.
+ONCE_NAMES = ("create_weights", "__init__")
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Code that never needs a finding: `pattern` is a path glob (`path_matches`) or, with
+    `qualname=True`, a glob over `module.qualname` of a frame on the path."""
+
+    pattern: str
+    kind: str  # "no-graphs" | "no-update"
+    why: str
+    qualname: bool = False
+
+
+# Cited in docs/contracts.md ("Path facts").
+BUILTIN_SCOPES: tuple[Scope, ...] = (
+    # vLLM's CPU platform empties cudagraph_capture_sizes (platforms/cpu.py:158 in 0.25.1):
+    # its backends run eagerly, so a rebound tensor is simply what the next forward reads.
+    *(
+        Scope(p, "no-graphs", "vLLM CPU backend: the CPU platform captures no CUDA graphs")
+        for p in (
+            "vllm/model_executor/kernels/linear/mixed_precision/cpu.py",
+            "vllm/model_executor/kernels/linear/mixed_precision/zentorch.py",
+            "vllm/model_executor/kernels/linear/scaled_mm/cpu.py",
+            "vllm/model_executor/kernels/mhc/cpu.py",
+            "vllm/model_executor/layers/fused_moe/cpu_fused_moe.py",
+            "vllm/model_executor/layers/fused_moe/experts/cpu_moe.py",
+            "vllm/model_executor/layers/fused_moe/experts/cpu_int4_moe.py",
+            "vllm/model_executor/layers/fused_moe/router/cpu_router.py",
+            "vllm/v1/attention/backends/cpu_attn.py",
+            "vllm/v1/attention/backends/mla/cpu_mla.py",
+            "vllm/v1/attention/backends/mla/prefill/cpu_sdpa.py",
+            "vllm/v1/attention/backends/mla/prefill/zen_cpu_sdpa.py",
+            "vllm/models/deepseek_v4/cpu",
+            "vllm/lora/punica_wrapper/punica_cpu.py",
+        )
+    ),
+    *(
+        Scope(q, "no-graphs", "vLLM CPU backend: the CPU platform captures no CUDA graphs", True)
+        for q in (
+            # oneDNN GEMM handles, built only for the CPU kernels
+            "vllm._custom_ops.create_onednn_mm",
+            "vllm._custom_ops.create_onednn_scaled_mm",
+            # `layer.cpu_linear`, reached only under `current_platform.is_cpu()`
+            "vllm.model_executor.layers.utils.dispatch_cpu_unquantized_gemm",
+        )
+    ),
+    Scope(
+        "sglang/srt/hardware_backend/cpu",
+        "no-graphs",
+        "SGLang CPU backend: the CPU runner captures no CUDA graphs",
+    ),
+    # The diffusion runtime's updater copies into the loaded parameters in place and never
+    # calls process_weights_after_loading (multimodal_gen/runtime/post_training/
+    # weights_updater.py:177-220, :310-349): its post-load roots run once, at load.
+    Scope(
+        "sglang/multimodal_gen",
+        "no-update",
+        "SGLang diffusion runtime: its weight updater never re-runs post-load",
+    ),
+)
+
+# Platform predicates whose truth means "this platform captures no CUDA graphs": an `if` on
+# one of these scopes its block like a CPU path (`if current_platform.is_cpu():`).
+NO_GRAPH_PREDICATES = frozenset({"is_cpu()", "is_zen_cpu()", "_is_cpu", "_is_cpu_amx_available"})
+
+
+def _const_truth(e):
+    """Truth of a constant expression, or None."""
+    if e[0] == "n" and e[1] in ("True", "False", "None"):
+        return e[1] == "True"
+    if e[0] == "k":
+        if e[1] in ("none",) or e[2] in ("None",):
+            return False
+        if e[1] == "int":
+            return e[2] not in ("0",)
+        if e[1] == "bool":
+            return e[2] == "True"
+    return None
+
+
+class PathFactsMixin:
+    """Run-once guards, scopes and masked roots; uses Analyzer state."""
+
+    # ------------------------------------------------------------------ flags
+    def exec_flag(self, fr, st) -> None:
+        kind = st[0]
+        # a guard: (base, attr, runs when, path, line, (function, block where a set counts))
+        if kind == "flagexit":
+            _, ln, _c, _e, base, attr, sense, block = st
+            where = (fr.func.get("qn", ""), block)
+            fr.guards = fr.guards + ((base, attr, _NOT[sense], fr.path, ln, where),)
+        elif kind == "flagon":
+            _, ln, _c, _e, base, attr, sense, block = st
+            if attr.startswith("<compat:"):
+                base = self._compat_verdict(fr, base, attr)
+            where = (fr.func.get("qn", ""), block)
+            fr.guards = fr.guards + ((base, attr, sense, fr.path, ln, where),)
+        elif kind == "flagoff":
+            ln, attr = st[1], st[5]
+            for i in range(len(fr.guards) - 1, -1, -1):
+                g = fr.guards[i]
+                if g[1] == attr and g[4] == ln and g[3] == fr.path:
+                    fr.guards = fr.guards[:i] + fr.guards[i + 1 :]
+                    break
+
+    def _compat_verdict(self, fr, pair: str, attr: str) -> str:
+        """Whether the copy branch of a copy-or-rebind test holds on an update: "holds|a|b",
+        "never|a|b" or "unknown|a|b".
+
+        The rebind branch binds the new tensor, so on the next pass the existing tensor has
+        the shape, dtype, stride and device the same computation produces again: the test
+        holds, unless it compares `type(...)` of a plain tensor with a Parameter.
+        """
+        sides = []
+        for name in pair.split("|"):
+            parts = name.split(".")
+            e: tuple = ("n", parts[0])
+            for p in parts[1:]:
+                e = ("a", e, p)
+            sides.append(self.eval(fr, e))
+        new = [s for s in sides if any(v.kind in (V.FRESH, V.PARAM) for v in s)]
+        old = [s for s in sides if s not in new]
+        if len(new) != 1 or len(old) != 1:
+            return f"unknown|{pair}"  # which one is the tensor already there is unclear
+        if "type" in attr[len("<compat:") : -1].split(","):
+            if all(v.kind == V.FRESH for v in new[0] if v.kind in V.TENSORISH):
+                return f"never|{pair}"  # a plain tensor is never the Parameter's type
+        return f"holds|{pair}"
+
+    def note_flag_set(self, fr, attr: str, rhs, block=()) -> None:
+        """`x.attr = <constant>` on a post-load path: a state flag this path sets, with the
+        function and block it is set in (a guard counts a set only at its own block's level:
+        set in a sibling branch, it does not make the guarded code run once)."""
+        if fr.mode != "post":
+            return
+        truth = _const_truth(rhs)
+        if truth is not None:
+            where = (fr.path, fr.func.get("qn", ""), tuple(block))
+            self.flag_sets.setdefault(attr, {}).setdefault((truth, where), rhs_line(fr))
+
+    def _reset_flags(self, contract) -> dict[str, str]:
+        """Flags the contract's update path resets, each with where (built in, or set back by
+        a pre-update hook such as SGLang's `restore_weights_before_loading`)."""
+        cached = self._resets.get(contract.name)
+        if cached is not None:
+            return cached
+        out = dict(contract.reset_flags)
+        hooks = set(contract.reset_hooks)
+        if hooks:
+            for rec in self.index.loaded_records():
+                path = self.index.path_of(rec["module"])
+                for f in rec["functions"].values():
+                    if f["name"] not in hooks:
+                        continue
+                    for st in f["body"]:
+                        if st[0] == "assign" and _const_truth(st[5]) is not None:
+                            for t in st[4]:
+                                if t[0] == "a":
+                                    out.setdefault(
+                                        t[2],
+                                        f"{f['qn']} resets it before an update ({path}:{st[1]})",
+                                    )
+                        elif st[0] == "expr" and st[4][0] == "c" and st[4][1] == ("n", "delattr"):
+                            args = st[4][2]
+                            if len(args) >= 2 and args[1][0] == "k" and args[1][1] == "str":
+                                out.setdefault(
+                                    args[1][2],
+                                    f"{f['qn']} deletes it before an update ({path}:{st[1]})",
+                                )
+        self._resets[contract.name] = out
+        return out
+
+    def _disabled(self, g, pos=()) -> bool:
+        """Whether the guarded code sets the guard's flag to the value that skips it, in a
+        block that encloses the store (`pos`: where each function on the path stands), so
+        that the store runs once: set in a sibling branch, it does not count."""
+        base, attr, run_when, path, _l, (qn, block) = g
+        if attr.startswith("<compat:"):
+            return base.startswith("holds|")
+        want = {True: False, False: True, "absent": True}.get(run_when)
+        if want is None:
+            return False
+        here = dict(pos).get(qn)
+        block = tuple(block)
+        for truth, (spath, sqn, sblock) in self.flag_sets.get(attr, {}):
+            if truth != want or spath != path or sqn != qn or sblock[: len(block)] != block:
+                continue
+            if sblock == block or (here is not None and tuple(here)[: len(sblock)] == sblock):
+                return True
+        return False
+
+    # ------------------------------------------------------------------ scopes
+    def scope_of(self, fr) -> Scope | None:
+        """The no-graphs / no-update scope a store's path lies in, if any."""
+        frames = fr.stack or ((fr.path, fr.module, fr.func.get("qn", "")),)
+        for g in fr.guards:
+            if g[1] in NO_GRAPH_PREDICATES and g[2] is True:
+                return Scope(
+                    f"{g[3]}:{g[4]}", "no-graphs", f"behind `{g[1]}` ({g[3]}:{g[4]}): no graphs"
+                )
+        for scope in self.scopes:
+            for path, module, qn in frames:
+                if scope.qualname:
+                    if _glob(scope.pattern, f"{module}.{qn}"):
+                        return scope
+                elif path_matches(scope.pattern, path):
+                    return scope
+        return None
+
+    # ------------------------------------------------------------------ reporting hooks
+    def note_report(self, fr, key: tuple) -> bool:
+        """Called for every reported store; False when the store is out of scope."""
+        if fr.mode != "post":
+            return True
+        scope = self.scope_of(fr)
+        if scope is not None:
+            self.scoped.setdefault(key, scope)
+            self.dropped.setdefault(key, scope.why)
+            return False
+        pos = (*fr.positions, (fr.func.get("qn"), fr.block_hint))
+        self._guard_ctx.setdefault(key, []).append((tuple(fr.guards), pos))
+        fr.root.keys.add(key)
+        return True
+
+    def resolve_guards(self) -> None:
+        """Drop findings whose every reaching path is behind a run-once guard the reload does
+        not reset; say `guard` on the ones whose guard it resets."""
+        for key, ctxs in sorted(self._guard_ctx.items()):
+            fd = self.findings.get(key)
+            if fd is None:
+                continue
+            never = [next((g for g in c if g[0].startswith("never|")), None) for c, _p in ctxs]
+            if never and all(never):
+                g = never[0]
+                feats = g[1][len("<compat:") : -1]
+                self.facts.setdefault(key, {})["guard"] = (
+                    f"the rebind branch of a copy-or-rebind test ({g[3]}:{g[4]}, comparing "
+                    f"{feats}) runs on every update: a plain tensor never has the type of the "
+                    "Parameter it replaces"
+                )
+            contract = self.contract_for(fd.path)
+            resets = self._reset_flags(contract)
+            verdicts = []
+            for ctx, pos in ctxs:
+                once = [g for g in ctx if self._disabled(g, pos)]
+                if not once:
+                    verdicts.append(None)
+                    break
+                kept = [g for g in once if g[1] not in resets]
+                verdicts.append(("once", kept[0]) if kept else ("reset", once[0]))
+            if not verdicts or any(v is None for v in verdicts):
+                continue
+            if all(v[0] == "once" for v in verdicts):
+                g = verdicts[0][1]
+                if g[1].startswith("<compat:"):
+                    why = (
+                        f"in the rebind branch of a copy-or-rebind test ({g[3]}:{g[4]}): on an "
+                        "update the tensors compare equal and the helper copies in place"
+                    )
+                else:
+                    why = (
+                        f"behind the run-once flag `{_flag_text(g)}` ({g[3]}:{g[4]}), set on "
+                        "the post-load path and not reset by the reload"
+                    )
+                self.dropped[key] = why
+                del self.findings[key]
+                continue
+            g = next(v[1] for v in verdicts if v[0] == "reset")
+            self.facts.setdefault(key, {})["guard"] = (
+                f"post-load runs once per load behind `{_flag_text(g)}` ({g[3]}:{g[4]}), and "
+                f"{resets[g[1]]}: the store runs again on every update"
+            )
+        for key, fd in list(self.findings.items()):
+            if fd.rule not in ("RL101", "RL102") or key not in self._guard_ctx:
+                continue
+            attr = fd.target.split("[", 1)[0].rsplit(".", 1)[-1]
+            only = self.first_forward_only(attr)
+            if only:
+                self.dropped[key] = only
+                del self.findings[key]
+        for key in list(self.findings):
+            if key in self.scoped and key not in self._guard_ctx:
+                scope = self.scoped[key]
+                self.dropped[key] = scope.why
+                del self.findings[key]
+
+    def first_forward_only(self, attr: str) -> str | None:
+        """Why `attr` is read only on a first forward, or None.
+
+        Every function that reads it (outside post-load roots and weight creation, and not
+        storing it) clears a state flag (`self.calculate_kv_scales = False`) that some
+        function of its module tests: it runs until its first completion and never again,
+        so after an update nothing reads the rebound tensor (the KV-scale calibration shape).
+        """
+        if attr in self._ffo:
+            return self._ffo[attr]
+        self._ffo[attr] = None
+        readers = []
+        for rec in self.index.loaded_records():
+            for f in rec["functions"].values():
+                if f["name"] in self.root_names or f["name"] in self.once_names:
+                    continue
+                if not any(a == attr for a, _ln in f["reads"]):
+                    continue
+                if any(_stores_attr(st, attr) for st in f["body"]):
+                    continue
+                readers.append((rec, f))
+        if not readers:
+            return None
+        whys = []
+        for rec, f in readers:
+            cleared = {
+                t[2]
+                for st in f["body"]
+                if st[0] == "assign" and _const_truth(st[5]) is False
+                for t in st[4]
+                if t[0] == "a"
+            }
+            tested = {
+                st[5]
+                for g in rec["functions"].values()
+                for st in g["body"]
+                if st[0] in ("flagon", "flagexit")
+            }
+            flags = sorted(cleared & tested)
+            if not flags:
+                return None
+            path = self.index.path_of(rec["module"])
+            whys.append(f"{f['qn']} ({path}:{f['line']}) clears `{flags[0]}`")
+        self._ffo[attr] = (
+            f"`{attr}` is read only on a first forward: {'; '.join(whys)} after its first run, "
+            "so nothing reads it after an update"
+        )
+        return self._ffo[attr]
+
+    # ------------------------------------------------------------------ masked
+    def checkpoint_names(self) -> set[str]:
+        """Parameter names registered where weights are created (`create_weights`, `__init__`):
+        what a weight loader looks up by name on the next load."""
+        if self._ckpt is None:
+            names: set[str] = set()
+            for rec in self.index.loaded_records():
+                for f in rec["functions"].values():
+                    if f["name"] not in self.once_names:
+                        continue
+                    for st in f["body"]:
+                        e = st[4] if st[0] == "expr" else None
+                        if e and e[0] == "c" and e[1][0] == "a" and e[1][2] == "register_parameter":
+                            first = e[2][0] if e[2] else None
+                            if first and first[0] == "k" and first[1] == "str":
+                                names.add(first[2])
+                        if st[0] == "assign" and st[5][0] == "c" and st[5][1][0] in ("n", "a"):
+                            callee = st[5][1][1] if st[5][1][0] == "n" else st[5][1][2]
+                            if isinstance(callee, str) and callee.endswith("Parameter"):
+                                names.update(t[2] for t in st[4] if t[0] == "a")
+            self._ckpt = names
+        return self._ckpt
+
+    def note_masking_store(self, fr, attr: str, v, owner: str, rule: str) -> None:
+        """A post-load store that may break the next load: a checkpoint Parameter re-bound
+        without a weight_loader, or reshaped through `.data`."""
+        if fr.mode != "post" or attr not in self.checkpoint_names():
+            return
+        if owner in ("module", "held") and v.kind == V.PARAM and v.value is not None:
+            # a torch nn.Parameter (a project Parameter class takes its weight_loader)
+            fr.root.rebound.setdefault(attr, (fr.path, fr.line_hint))
+        elif owner == "data" and rule == "RL106" and _shape_changing(v):
+            fr.root.reshaped.setdefault(attr, (fr.path, fr.line_hint))
+
+    def note_loader_call(self, fr, e) -> None:
+        """`set_weight_attrs(layer.w, {"weight_loader": ...})` / `f(p, weight_loader=...)`:
+        the Parameters passed get a loader."""
+        if fr.mode != "post" or e[0] != "c":
+            return
+        gives = any(k == "weight_loader" for k, _ in e[3]) or any(
+            a[0] == "d" and any(k == ("k", "str", "weight_loader") for k, _ in a[1]) for a in e[2]
+        )
+        if not gives:
+            return
+        for a in e[2]:
+            if a[0] == "a":
+                fr.root.loaders.add(a[2])
+            elif a[0] == "n":
+                for v in fr.env.get(a[1], ()):
+                    if v.src:
+                        fr.root.loaders.add(v.src.rsplit(".", 1)[-1])
+
+    def finish_masked(self, state, f: dict, cls_key: str | None) -> None:
+        """At the end of a root: the `masked` text of its findings, if it breaks the next load."""
+        if not state.keys:
+            return
+        why = None
+        ckpt = self.checkpoint_names()
+        gone = sorted(a for a in state.deleted if a in ckpt)
+        if gone:
+            why = f"the next load fails: post-load deletes the checkpoint Parameter `{gone[0]}`"
+        for attr, (path, line) in sorted(state.rebound.items()):
+            if why:
+                break
+            if attr not in state.loaders:
+                why = (
+                    f"the next load fails: `{attr}` is re-bound without a weight_loader "
+                    f"({path}:{line})"
+                )
+        if not why and state.reshaped and not self._restores_shapes(cls_key):
+            attr, (path, line) = sorted(state.reshaped.items())[0]
+            why = (
+                f"the next load fails: `{attr}` is reshaped through `.data` ({path}:{line}) "
+                "and nothing restores its checkpoint shape"
+            )
+        for key in state.keys:
+            self._masked.setdefault(key, []).append(why)
+
+    def _restores_shapes(self, cls_key: str | None) -> bool:
+        if not cls_key:
+            return False
+        m = self.index.lookup_method(cls_key, "restore_weights_before_loading")
+        f = self.index.function(*m) if m is not None else None
+        return bool(f and any(st[0] in ("assign", "expr", "for", "aug") for st in f["body"]))
+
+    def apply_facts(self) -> None:
+        for key, whys in self._masked.items():
+            fd = self.findings.get(key)
+            if fd is None or not all(whys):
+                continue
+            if self.contract_for(fd.path).restores_params:
+                continue
+            self.facts.setdefault(key, {})["masked"] = whys[0]
+        for key, facts in self.facts.items():
+            fd = self.findings.get(key)
+            if fd is None:
+                continue
+            for name, value in facts.items():
+                setattr(fd, name, value)  # triage fields (docs/findings.md)
+
+
+def _stores_attr(st, attr: str) -> bool:
+    return st[0] in ("assign", "aug") and any(
+        t[0] == "a" and t[2] == attr for t in (st[4] if st[0] == "assign" else (st[4],))
+    )
+
+
+def rhs_line(fr) -> int:
+    return fr.line_hint or fr.func.get("line", 0)
+
+
+def _flag_text(g) -> str:
+    base, attr = g[0], g[1]
+    if attr.startswith("<compat:"):
+        return attr
+    return f"{base}.{attr}" if base else attr
+
+
+def _glob(pattern: str, text: str) -> bool:
+    import fnmatch
+
+    return fnmatch.fnmatchcase(text, pattern)
+
+
+def _shape_changing(v) -> bool:
+    from reload_lint.summaries.torchapi import SHAPE_CHANGING
+
+    notes = " ".join(s.note for s in v.trace)
+    return any(f"`{op}`" in notes for op in SHAPE_CHANGING)
