@@ -33,8 +33,20 @@ def add_arguments(p) -> None:
         help="import extra harness recipes from MODULE (repeatable)",
     )
     p.add_argument("--no-fix", action="store_true", help="skip the fixed side of each pair")
-    p.add_argument("--replay-timeout", type=float, default=30.0, metavar="S")
-    p.add_argument("--site-timeout", type=float, default=300.0, metavar="S")
+    p.add_argument(
+        "--replay-timeout",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="seconds a graph replay may take before the run is stopped (default 30)",
+    )
+    p.add_argument(
+        "--site-timeout",
+        type=float,
+        default=300.0,
+        metavar="S",
+        help="seconds one run (a build, capture, reload and replay) may take (default 300)",
+    )
     p.add_argument(
         "--jobs",
         type=int,

@@ -64,6 +64,15 @@ def test_every_check_flag_has_help_and_the_epilog_has_exit_codes_and_env():
         assert flag in text
 
 
+@pytest.mark.parametrize(
+    "command", ["check", "baseline", "worklist", "rule", "gen-docs", "confirm"]
+)
+def test_every_flag_of_every_subcommand_has_help(command):
+    parser = _subparser(command)
+    missing = [a.option_strings or a.dest for a in parser._actions if not a.help]
+    assert not missing, f"{command}: flags without help: {missing}"
+
+
 def test_confirm_help_mentions_no_flag_check_lacks():
     text = _subparser("confirm").format_help()
     assert "-f json" not in text and "check --format json" in text
