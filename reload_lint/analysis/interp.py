@@ -57,6 +57,7 @@ class Analyzer(ExprMixin, CallMixin, StoreMixin, ReaderMixin, PathFactsMixin):
         self._store_site: dict[tuple, tuple] = {}
         self._store_site_module: dict[tuple, str] = {}
         self._conditional: set[tuple] = set()
+        self._stored_cls: dict[tuple, str] = {}  # finding key -> class of the stored object
         self._callers: dict[str, set] = {}  # callee name -> calling functions (relocate)
         self._callers_seen: set[str] = set()  # finding keys whose store sits under a guard
         self._held_types: dict[tuple[str, str], set[str]] = {}

@@ -100,6 +100,11 @@ class ReaderMixin:
         if owner_cls and held_cls:
             self._held_types.setdefault((owner_cls, attr), set()).add(held_cls)
 
+    def note_stored_class(self, key: tuple, v) -> None:
+        """The class of the object a finding stores (a rebuilt config, kernel, wrapper)."""
+        if v.kind in (V.OBJ, V.MODULE) and v.cls:
+            self._stored_cls[key] = v.cls
+
     def note_store_site(self, key: tuple, fr, st) -> None:
         """Remember what the reader search needs about a finding's store."""
         names = [fr.func.get("qn", ""), fr.path.rsplit("/", 1)[-1]]
@@ -304,9 +309,22 @@ class ReaderMixin:
             # ...)` next to the `prepare_x(layer)` that stores)
             owners.append(f"{self._store_site_module.get(key, '')}:")
             hit = self.find_reader(attr, owners, names)
+            alias = ""
+            cls = self._stored_cls.get(key)
+            if hit is None and cls:
+                # the object is handed on (a quant config given to the experts the kernel
+                # holds): a read of an attribute that holds an object of the same class,
+                # on the apply path of what the owner holds, is the graph-visible read
+                for a in sorted(
+                    a for (_k, a), held in self._held_types.items() if cls in held and a != attr
+                ):
+                    hit = self.find_reader(a, owners, names)
+                    if hit is not None:
+                        alias = f" (as `{a}`, which holds the {cls.split(':')[-1]})"
+                        break
             if hit is not None:
                 path, line, qn, via = hit
-                note = f"read at apply time in {qn}"
+                note = f"read at apply time in {qn}{alias}"
                 if len(via) > 1:
                     note += " (via " + " -> ".join(via[:-1]) + ")"
                 fd.trace.append(TraceStep(path, line, note))

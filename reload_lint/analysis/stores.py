@@ -290,6 +290,7 @@ class StoreMixin:
         root = fr.chain[0]
         self._root_of[key] = (root.path, root.note.rsplit(" ", 1)[-1])
         self.note_store_site(key, fr, st)
+        self.note_stored_class(key, v)
         contract = self.contract_for(fr.path)
         trace = list(v.trace)
         if v.kind == V.CALLABLE:

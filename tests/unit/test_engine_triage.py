@@ -511,3 +511,42 @@ def test_an_operator_inside_a_multi_line_call_points_at_its_own_line(tmp_path):
     (f,) = _run(tmp_path, files).findings
     step = next(s for s in f.trace if "`/` allocates" in s.note)
     assert step.line == _line(files, "pkg/m.py", "b=1.0 / layer.a_scale")
+
+
+def test_a_config_object_handed_to_the_kernel_is_read_where_the_kernel_reads_it(tmp_path):
+    files = {
+        "pkg/__init__.py": "",
+        "pkg/m.py": """
+        import torch
+
+
+        class QuantConfig:
+            def __init__(self, a1_scale):
+                self.a1_gscale = 1.0 / a1_scale
+
+
+        class Experts:
+            def __init__(self, quant_config):
+                self.quant_config = quant_config
+
+            def apply(self, x):
+                return x * self.quant_config.a1_gscale
+
+
+        class Method:
+            def create_weights(self, layer: torch.nn.Module) -> None:
+                layer.register_parameter("a1_scale", torch.nn.Parameter(torch.ones(1)))
+
+            def process_weights_after_loading(self, layer: torch.nn.Module) -> None:
+                self.moe_quant_config = QuantConfig(layer.a1_scale)
+                self.experts = Experts(self.moe_quant_config)
+
+            def apply(self, layer, x):
+                return self.experts.apply(x)
+        """,
+    }
+    found = _by_target(_run(tmp_path, files))
+    f = found["self.moe_quant_config"]
+    ln = _line(files, "pkg/m.py", "return x * self.quant_config.a1_gscale")
+    assert f.reader == f"pkg/m.py:{ln} in Experts.apply"
+    assert "as `quant_config`" in f.trace[-1].note
