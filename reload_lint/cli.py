@@ -1,8 +1,8 @@
 """Argument parsing only: every subcommand calls into the library.
 
-Exit codes (docs/cli.md): 0 clean (or only baselined/suppressed), 1 findings,
-2 usage/config/internal error, 3 incomplete (some files could not be analysed and
-nothing else was found).
+Exit codes: reload_lint/exitcodes.py (docs/cli.md): 0 clean, 1 a finding fails the gate,
+2 usage/config/internal error, 3 incomplete (some files could not be analysed and nothing
+fails the gate).
 """
 
 from __future__ import annotations
