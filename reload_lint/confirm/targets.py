@@ -56,8 +56,10 @@ def linked_paths(target: str, symbol: str, manifest) -> set[str]:
                     continue
                 if base == "self" and cls is not None and cls not in st.owner:
                     continue
-                if base not in ("self", "") and "Module" not in st.owner:
+                if base == "layer" and "Module" not in st.owner:
                     continue
+                # any other base is a local name (``quant_config._w1.bias``): the attribute
+                # chain alone links, on whatever object holds it
                 rest = [s.label for s in steps[i + 1 :] if s.attr]
                 if rest[: len(attrs) - 1] == attrs[1:]:
                     out.add(hit.path)
