@@ -64,3 +64,17 @@ def test_schema_rejects_a_finding_without_fingerprint():
     del report["findings"][0]["fingerprint"]
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(report, SCHEMA)
+
+
+@pytest.mark.parametrize("fixture", ["minivllm", "minimoe"])
+def test_summary_and_confidence_say_what_findings_md_says(fixture):
+    """findings.md: `findings`/`by_rule` count the listed findings (suppressed ones included
+    with --show-suppressed); a finding with no reader found is never `high`."""
+    report = _report(str(FIXTURES / fixture), "--show-suppressed")
+    listed = report["findings"]
+    assert report["summary"]["findings"] == len(listed)
+    by_rule: dict[str, int] = {}
+    for f in listed:
+        by_rule[f["rule"]] = by_rule.get(f["rule"], 0) + 1
+    assert report["summary"]["by_rule"] == by_rule
+    assert all(f["reader"] is not None for f in listed if f["confidence"] == "high")
