@@ -306,12 +306,14 @@ def _gate_notes(out: GateOutcome, strict: bool, show_suppressed: bool) -> list[s
     return notes
 
 
-def _statistics(findings: list[Finding]) -> str:
+def _statistics(findings: list[Finding], errors: list[FileError]) -> str:
+    """Counts by rule, the files that could not be analysed (RL9xx rows) included: an exit 3
+    must show why."""
     from collections import Counter
 
     from reload_lint.rules import RULES
 
-    counts = Counter(f.rule for f in findings)
+    counts = Counter([*(f.rule for f in findings), *(e.rule for e in errors)])
     rows = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
     return "".join(
         f"{n:>5}  {code}  {RULES[code].name if code in RULES else ''}\n" for code, n in rows
@@ -321,7 +323,7 @@ def _statistics(findings: list[Finding]) -> str:
 def render_report(args, out: GateOutcome, files: int, strict: bool = False) -> str:
     fmt = args.fmt
     if getattr(args, "statistics", False) and fmt == "text":
-        return _statistics(out.shown)
+        return _statistics(out.shown, out.errors)
     if fmt == "json":
         import json
 

@@ -228,6 +228,17 @@ def test_statistics(proj, capsys, monkeypatch):
     ]
 
 
+def test_statistics_counts_file_errors(proj, capsys, monkeypatch):
+    """An exit 3 (or a 1 with a bad file) must show why: RL9xx rows are counted too."""
+    FakeEngine(_findings()[:1], [file_error(), file_error("pkg/c.py")]).install(monkeypatch)
+    code, out, _ = run(capsys, "check", "pkg", "--statistics")
+    assert code == 1
+    assert out.splitlines() == [
+        "    2  RL901  syntax-error",
+        "    1  RL101  unregistered-module-tensor",
+    ]
+
+
 def test_pre_commit_hook_entries_parse():
     from pathlib import Path
 
