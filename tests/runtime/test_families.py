@@ -427,3 +427,28 @@ def test_standins_keep_the_shapes_vllm_relies_on():
         "mla-rocm-aiter-fp8-bmm",
         "mla-rocm-aiter-fp4-bmm",
     }
+
+
+def test_probe_rejects_broadcast_and_tries_the_transposed_orientation():
+    torch = pytest.importorskip("torch")
+    from reload_lint.confirm.recipes.checkpoint import _candidates, moe_plan
+
+    assert (16, 4) in _candidates((2, 4, 32), "w1", transposed=True)
+    m = torch.nn.Module()
+
+    def loader(param, w, weight_name, shard_id, expert_id):
+        # a transposed store, as compressed-tensors packed weights are: [N, K] on disk
+        dst = param.data[expert_id]
+        half = dst.shape[1] // 2
+        dst = dst[:, :half] if shard_id == "w1" else dst[:, half:]
+        if shard_id == "w2":
+            dst = param.data[expert_id]
+        dst.copy_(w.t())  # a (1, x) tensor would broadcast here without the probe's check
+
+    for name, shape in {"w13_weight_packed": (2, 4, 32), "w2_weight_packed": (2, 8, 4)}.items():
+        p = torch.nn.Parameter(torch.zeros(shape, dtype=torch.int32), requires_grad=False)
+        p.weight_loader, p.is_transposed = loader, True
+        m.register_parameter(name, p)
+    shapes = {(c.param, c.extra[1]): c.shape for c in moe_plan(m, 2, 4, 16)}
+    assert shapes[("w13_weight_packed", "w1")] == (16, 4)
+    assert shapes[("w2_weight_packed", "w2")] == (4, 8)

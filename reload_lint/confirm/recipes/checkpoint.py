@@ -114,12 +114,32 @@ def _candidates(shape: tuple, shard: str, transposed: bool) -> list[tuple]:
     if per and per[-1] == 2:  # one value per shard (per-tensor scales of w13)
         out.append(())
     out += [(), (1,)]
+    if transposed:  # stored transposed: the checkpoint has the other orientation
+        out += [tuple(reversed(c)) for c in out if len(c) == 2]
     seen, uniq = set(), []
     for c in out:
         if c not in seen:
             seen.add(c)
             uniq.append(c)
     return uniq
+
+
+def _no_broadcast():
+    """A dispatch mode under which a ``copy_`` must fill its destination element for element:
+    a probe shape the loader would merely broadcast is not the checkpoint's shape (vLLM's
+    layerwise reload asserts the same when it counts loaded elements)."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class NoBroadcastCopy(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if func is torch.ops.aten.copy_.default and args[0].numel() != args[1].numel():
+                raise ValueError(
+                    f"copy_ broadcasts {tuple(args[1].shape)} into {tuple(args[0].shape)}"
+                )
+            return func(*args, **(kwargs or {}))
+
+    return NoBroadcastCopy()
 
 
 def _loaded_then_processed(exc: BaseException) -> bool:
@@ -163,7 +183,7 @@ def moe_plan(experts, num_experts: int, hidden: int, inter: int) -> list[LoadCal
                     if t is None:
                         continue
                     try:
-                        with torch.no_grad():
+                        with torch.no_grad(), _no_broadcast():
                             loader(
                                 p,
                                 t.to(p.device if p.device.type != "meta" else "cpu"),
