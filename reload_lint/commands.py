@@ -85,10 +85,13 @@ class Plan:
 
 
 def _relposix(path: Path, base: Path) -> str | None:
+    from reload_lint.discover import shown_path
+
     try:
-        return Path(os.path.relpath(Path(path).absolute(), Path(base).absolute())).as_posix()
+        rel = Path(os.path.relpath(Path(path).absolute(), Path(base).absolute())).as_posix()
     except ValueError:  # another drive on Windows
         return None
+    return shown_path(rel)
 
 
 def plan_targets(args, cfg: Config) -> Plan:

@@ -120,6 +120,8 @@ def parse_unified_diff(text: str) -> dict[str, set[int]]:
 
 def changed_lines(rev: str, base_dir: Path) -> ChangedLines:
     """Lines changed since merge-base(REV, HEAD), keyed by paths relative to `base_dir`."""
+    from reload_lint.discover import shown_path
+
     base_dir = Path(base_dir).resolve()
     top = _git(["rev-parse", "--show-toplevel"], base_dir)
     if top.returncode != 0:
@@ -163,7 +165,7 @@ def changed_lines(rev: str, base_dir: Path) -> ChangedLines:
             key = abs_path.relative_to(base_dir).as_posix()
         except ValueError:
             continue  # outside the audited tree
-        out.files[key] = lines
+        out.files[shown_path(key)] = lines  # as discovery names it
     return out
 
 

@@ -43,7 +43,18 @@ def _rel(path: Path, base: Path) -> str:
         rel = os.path.relpath(path, base)
     except ValueError:  # other drive (Windows)
         rel = str(path)
-    return rel.replace(os.sep, "/")
+    return shown_path(rel.replace(os.sep, "/"))
+
+
+def shown_path(rel: str) -> str:
+    """A path as reload-lint prints, hashes and matches it. A file name that is not valid UTF-8
+    reaches Python with its bad bytes as surrogate escapes, which no output can encode: they
+    are shown as `\\xNN` (the file is still read through its real path)."""
+    try:
+        rel.encode("utf-8")
+    except UnicodeEncodeError:
+        return rel.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return rel
 
 
 class _Excludes:

@@ -183,6 +183,14 @@ def _huge(root: Path, mp) -> None:
     _write(root / "pkg" / "bad.py", data)
 
 
+def _non_utf8_name(root: Path, mp) -> None:
+    name = os.fsdecode(b"my\xffkernel.py")  # a Latin-1 byte: not valid UTF-8
+    try:
+        _write(root / "pkg" / name, GOOD.replace("GPTQMarlinLikeMethod", "Bytes"))
+    except (OSError, UnicodeEncodeError):
+        pytest.skip("this filesystem refuses file names that are not valid UTF-8")
+
+
 @dataclass(frozen=True)
 class FileCase:
     id: str
@@ -299,6 +307,13 @@ FILE_CASES: list[FileCase] = [
     FileCase("analysis-crash", _analysis_crash, "RL906", "internal error: RuntimeError", line=5),
     FileCase("extractor-crash", _extract_crash, "RL906", "KeyError"),
     FileCase(
+        "non-utf8-file-name",
+        _non_utf8_name,
+        None,
+        path="pkg/my\\xffkernel.py",
+        findings=1,
+    ),
+    FileCase(
         "odd-file-name",
         _bad(GOOD.replace("Method", "Odd"), name="my kernel ü-1.py"),
         None,
@@ -375,6 +390,29 @@ def test_syntax_error_in_a_file_named_on_the_command_line(proj, capsys):
     code, out, _ = _run(capsys, "check", "pkg/bad.py", "--no-cache")
     assert code == 3
     assert out.startswith("pkg/bad.py:1: RL901 syntax error: ")
+
+
+def test_non_utf8_file_name_named_and_in_a_diff(proj, capsys, monkeypatch):
+    """The shown path (`\\xff`) is what a named file, the baseline and --diff match on."""
+    import shutil
+    import subprocess
+
+    if shutil.which("git") is None:
+        pytest.skip("git not installed")
+    _non_utf8_name(proj, monkeypatch)
+    shown = "pkg/my\\xffkernel.py"
+    code, out, _ = _run(capsys, "check", os.fsdecode(b"pkg/my\xffkernel.py"), "--no-cache")
+    assert code == 1 and f"{shown}:6:9: RL101" in out and "RL906" not in out
+    git = ["git", "-c", "user.email=t@t", "-c", "user.name=t"]
+    subprocess.run([*git, "init", "-q"], cwd=proj, check=True)
+    subprocess.run([*git, "add", "-A"], cwd=proj, check=True)
+    subprocess.run([*git, "commit", "-qm", "base"], cwd=proj, check=True)
+    assert _run(capsys, "check", "pkg", "--no-cache", "--diff", "HEAD")[0] == 0
+    real = proj / "pkg" / os.fsdecode(b"my\xffkernel.py")
+    real.write_text(real.read_text().replace("torch.argsort(", "torch.argsort(  ("))
+    real.write_text(real.read_text().replace(".to(torch.int)", ").to(torch.int)"))
+    code, out, _ = _run(capsys, "check", "pkg", "--no-cache", "--diff", "HEAD")
+    assert code == 1 and f"{shown}:6:9: RL101" in out, out
 
 
 def test_fifo_named_on_the_command_line_does_not_hang(proj, capsys):
