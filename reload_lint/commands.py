@@ -391,7 +391,9 @@ def _nothing_analysed(plan: Plan, cfg: Config, result) -> list[str]:
     must not read like a clean codebase."""
     if result.files_scanned:
         return []
-    if plan.only_paths is not None:
+    if plan.only_paths:  # named files that are not excluded: each has its RL906 row
+        why = "no file named could be analysed (the RL906 rows say why)"
+    elif plan.only_paths is not None:
         where = f" in {cfg.source}" if cfg.source else ""
         why = f"every file named is excluded by `exclude`{where}"
     else:

@@ -94,3 +94,17 @@ def test_a_named_stub_file(twins, capsys):
 def test_ignoring_rl906_is_the_users_explicit_choice(shadow, capsys):
     code, _, _ = _run(capsys, "--ignore", "RL906", "a/pkg/x/__init__.py")
     assert code == 0
+
+
+def test_nothing_analysed_names_the_real_reason(tmp_path, monkeypatch, capsys):
+    """A project with no .py file at all and a named stub: the stderr note must not blame an
+    `exclude` the user never wrote; the RL906 row says why."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "x.pyi").write_text("def f() -> int: ...\n")
+    code, out, err = _run(capsys, "x.pyi")
+    assert code == 3 and "x.pyi: RL906 named file was not analysed" in out
+    assert "exclude" not in err
+    assert (
+        err
+        == "reload-lint: nothing analysed: no file named could be analysed (the RL906 rows say why)\n"
+    )
