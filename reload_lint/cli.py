@@ -156,7 +156,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="report format (default: text); json is the documented findings contract",
     )
     check.add_argument("--output", "-o", metavar="FILE", help="write the report here")
-    check.add_argument("--exit-zero", action="store_true", help="exit 0 even with findings")
+    check.add_argument(
+        "--exit-zero",
+        action="store_true",
+        help="exit 0 even with findings or files that could not be analysed (1 and 3; a 2 stays)",
+    )
     check.add_argument(
         "--strict",
         action="store_true",
