@@ -381,6 +381,8 @@ class ExprMixin:
             if p[0] == "k":
                 combos = [c + (p[2] or "") for c in combos]
                 continue
+            if p[0] not in ("n", "a"):
+                return (V.SCAL,)  # names are built from names; calls are not evaluated here
             vals = self.eval(fr, p)
             strs = sorted({v.value for v in vals if v.kind == V.STR and v.value is not None})
             if not strs or len(strs) != len(vals) or len(strs) * len(combos) > 8:
