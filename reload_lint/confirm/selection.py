@@ -21,6 +21,8 @@ def load_findings(path: str | Path) -> list[Finding]:
         text = p.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ReloadLintError(f"{p}: no such findings file") from None
+    except UnicodeDecodeError:
+        raise ReloadLintError(f"{p}: cannot read findings: not valid UTF-8") from None
     except OSError as exc:
         raise ReloadLintError(f"{p}: cannot read findings: {exc.strerror or exc}") from None
     try:

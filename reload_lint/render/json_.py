@@ -31,6 +31,8 @@ def render_json(findings: list[Finding], errors: list[FileError], *, files: int 
 
 def load_report(text: str) -> tuple[list[Finding], list[FileError]]:
     data = json.loads(text)
+    if not isinstance(data, dict) or not isinstance(data.get("findings"), list):
+        raise ValueError("no `findings` list")  # valid JSON, but not a report
     findings = [Finding.from_json(f) for f in data.get("findings", [])]
     errors = [
         FileError(e["rule"], e["path"], e.get("message", ""), int(e.get("line", 0)))

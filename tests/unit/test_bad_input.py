@@ -563,6 +563,18 @@ RUN_CASES: list[RunCase] = [
     RunCase("usage-bad-jobs", {}, ("check", "pkg", "--jobs", "x"), "invalid int value"),
     RunCase("usage-negative-jobs", {}, ("check", "pkg", "-j", "-3"), "must be 1 or more"),
     RunCase("diff-outside-git", {}, ("check", "pkg", "--diff", "HEAD~1"), "--diff HEAD~1"),
+    RunCase(
+        "worklist-findings-not-a-report",
+        {"f.json": '{"x": 1}'},
+        ("worklist", "--findings", "f.json"),
+        "f.json: not a findings JSON report: no `findings` list",
+    ),
+    RunCase(
+        "confirm-findings-not-utf8",
+        {"f.json": b"\xff\n"},
+        ("confirm", "--findings", "f.json", "-o", "e.json"),
+        "f.json: cannot read findings: not valid UTF-8",
+    ),
 ]
 
 
@@ -572,7 +584,8 @@ def test_whole_run_error(case: RunCase, proj: Path, capsys):
     for name, content in case.files.items():
         _write(proj / name, content)
     try:
-        code = main([*case.argv, "--no-cache"] if case.argv[0] != "rule" else list(case.argv))
+        no_cache = case.argv[0] not in ("rule", "confirm")  # confirm has no cache
+        code = main([*case.argv, "--no-cache"] if no_cache else list(case.argv))
     except SystemExit as exc:  # argparse usage errors exit through the parser
         code = exc.code
     out, err = capsys.readouterr()
