@@ -74,6 +74,7 @@ class Analyzer(ExprMixin, CallMixin, StoreMixin, ReaderMixin, PathFactsMixin):
         self.fields: dict[tuple[str, str], tuple] = {}
         self.field_waiters: dict[tuple[str, str], set[tuple[str, str]]] = {}
         self.field_dirty: set[tuple[str, str]] = set()
+        self.field_dependent: set[tuple] = set()  # memo keys whose computation read a field
         self.ctor_args: dict[int, set[int]] = {}  # object under construction -> ids of its args
         # object under construction -> what its constructor chain stored so far (read back
         # by later frames of the same construction: `self.quant_config` set by the base init)
@@ -116,15 +117,27 @@ class Analyzer(ExprMixin, CallMixin, StoreMixin, ReaderMixin, PathFactsMixin):
         # the root that builds the object ran: run them once more, with fresh summaries
         again = [r for r in roots if (r[0], r[1]) in self.field_dirty]
         if again:
-            self.memo.clear()
+            # forget only the summaries computed while a field was read (and the aggregates
+            # over every subclass's constructor, which are not on the active stack)
+            for key in [*self.field_dependent, *(k for k in self.memo if k[0] == "ctor-any")]:
+                self.memo.pop(key, None)
             self.field_dirty.clear()
-            # their first run's findings are recomputed (a field that held only a registered
-            # scale then may hold a fresh one now: one verdict per store, not both)
+            # one verdict per store: a site the second run judges again replaces the first
+            # run's finding there (a field that held only a registered scale may now hold a
+            # fresh one: RL102, not RL107 as well); sites it does not reach again (summaries
+            # it reuses) keep theirs
             rerun = {(self.index.path_of(mod), qn) for mod, qn, _ in again}
-            for key in [k for k, where in self._root_of.items() if where in rerun]:
-                self.findings.pop(key, None)
+            first = {
+                k: self.findings.pop(k)
+                for k, where in list(self._root_of.items())
+                if where in rerun and k in self.findings
+            }
             for mod, qn, f in again:
                 self._guarded(mod, qn, f, self.run_root, mod, qn, f)
+            judged = {(k[0], k[1], k[3]) for k in self.findings}
+            for k, fd in first.items():
+                if (k[0], k[1], k[3]) not in judged:
+                    self.findings[k] = fd
         self.run_lazy()
         self.run_apply_caches([*modules, *self.cache_modules])
         self.drop_unresolved_names()

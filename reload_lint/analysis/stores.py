@@ -253,6 +253,7 @@ class StoreMixin:
         key = (b.cls, attr)
         if fr.root.entry:
             self.field_waiters.setdefault(key, set()).add(fr.root.entry)
+        self.field_dependent |= self.active  # the summaries being computed depend on it
         got = self.fields.get(key)
         if got is None:
             return ()
