@@ -60,13 +60,21 @@ class CallMixin:
                         base = AV(V.VIEW, conf="medium", src=r.src, value=r.value or "?")
                         out = V.union(out, self.view_of(fr, base, meth, line))
                     return out
-                return self._fresh(
+                out = self._fresh(
                     fr,
                     line,
                     f"`.{meth}()` on `{self.render(func[1])}` (assumed a tensor)",
                     "medium" if held else "low",
                     src=held[0].src if held else "",
                 )
+                if meth in T.CAST_METHODS and (held or func[1][0] == "a"):
+                    # a dtype cast of an attribute: stored back under the same name it is
+                    # idempotent from the second pass (pathfacts / contracts.idempotent_cast)
+                    src = held[0].src if held else self.render(func[1])
+                    out = tuple(
+                        AV(V.FRESH, conf=v.conf, trace=v.trace, src=src, value="cast") for v in out
+                    )
+                return out
             callee = self.eval_attr(fr, recv, meth, func)
         else:
             callee = self.eval(fr, func)

@@ -29,6 +29,7 @@ class RootState:
     rebound: dict = field(default_factory=dict)
     reshaped: dict = field(default_factory=dict)
     loaders: set = field(default_factory=set)
+    plain: dict = field(default_factory=dict)  # checkpoint names given a plain tensor
 
 
 @dataclass

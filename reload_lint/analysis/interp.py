@@ -197,7 +197,7 @@ class Analyzer(ExprMixin, CallMixin, StoreMixin, ReaderMixin, PathFactsMixin):
             stack=((path, mod, qn),),
         )
         self.exec_body(frame, f["body"])
-        self.finish_masked(state, f, frame.cls_key)
+        self.finish_masked(state, f, frame.cls_key, path)
         for fkey, src in state.derived_findings:
             if src in state.deleted and fkey in self.findings:
                 fd = self.findings[fkey]

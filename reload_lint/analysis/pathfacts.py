@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from reload_lint.analysis import values as V
 from reload_lint.config import path_matches
 
-_NOT = {True: False, False: True, "has": "absent", "absent": "has"}
+_NOT = {True: False, False: True, "has": "absent", "absent": "has", "none": "notnone"}
+_NOT["notnone"] = "none"
 # Where checkpoint Parameters are created (what a loader looks up by name on the next load);
 # these run once per engine, never on an update.
 ONCE_NAMES = ("create_weights", "__init__")
@@ -170,9 +171,12 @@ class PathFactsMixin:
         if fr.mode != "post":
             return
         truth = _const_truth(rhs)
-        if truth is not None:
-            where = (fr.path, fr.func.get("qn", ""), tuple(block))
-            self.flag_sets.setdefault(attr, {}).setdefault((truth, where), rhs_line(fr))
+        if truth is None:
+            truth = "obj"  # some other value: not None (`self.kernel = Kernel(...)`)
+        elif rhs in (("n", "None"),) or rhs[:2] == ("k", "none"):
+            truth = "nonelit"
+        where = (fr.path, fr.func.get("qn", ""), tuple(block))
+        self.flag_sets.setdefault(attr, {}).setdefault((truth, where), rhs_line(fr))
 
     def _reset_flags(self, contract) -> dict[str, str]:
         """Flags the contract's update path resets, each with where (built in, or set back by
@@ -213,13 +217,20 @@ class PathFactsMixin:
         base, attr, run_when, path, _l, (qn, block) = g
         if attr.startswith("<compat:"):
             return base.startswith("holds|")
-        want = {True: False, False: True, "absent": True}.get(run_when)
+        # the values a set must give the flag for the guarded code to be skipped next time
+        want = {
+            True: {False, "nonelit"},
+            False: {True},
+            "absent": {True, False, "obj", "nonelit"},
+            "none": {True, False, "obj"},
+            "notnone": {"nonelit"},
+        }.get(run_when)
         if want is None:
             return False
         here = dict(pos).get(qn)
         block = tuple(block)
         for truth, (spath, sqn, sblock) in self.flag_sets.get(attr, {}):
-            if truth != want or spath != path or sqn != qn or sblock[: len(block)] != block:
+            if truth not in want or spath != path or sqn != qn or sblock[: len(block)] != block:
                 continue
             if sblock == block or (here is not None and tuple(here)[: len(sblock)] == sblock):
                 return True
@@ -402,6 +413,8 @@ class PathFactsMixin:
             fr.root.rebound.setdefault(attr, (fr.path, fr.line_hint))
         elif owner == "data" and rule == "RL106" and _shape_changing(v):
             fr.root.reshaped.setdefault(attr, (fr.path, fr.line_hint))
+        elif owner == "module" and v.kind in (V.FRESH, V.VIEW, V.REG):
+            fr.root.plain.setdefault(attr, (fr.path, fr.line_hint))
 
     def note_loader_call(self, fr, e) -> None:
         """`set_weight_attrs(layer.w, {"weight_loader": ...})` / `f(p, weight_loader=...)`:
@@ -421,13 +434,29 @@ class PathFactsMixin:
                     if v.src:
                         fr.root.loaders.add(v.src.rsplit(".", 1)[-1])
 
-    def finish_masked(self, state, f: dict, cls_key: str | None) -> None:
+    def finish_masked(self, state, f: dict, cls_key: str | None, path: str = "") -> None:
         """At the end of a root: the `masked` text of its findings, if it breaks the next load."""
         if not state.keys:
             return
         why = None
         ckpt = self.checkpoint_names()
         gone = sorted(a for a in state.deleted if a in ckpt)
+        if self.contract_for(path).restores_params:
+            # vLLM re-registers the recorded checkpoint Parameters before a reload
+            # (`restore_layer_on_meta`): only a plain attribute left under a deleted
+            # Parameter's name breaks that (`register_parameter` raises "already exists")
+            left = [a for a in gone if a in state.plain]
+            if left:
+                spath, sline = state.plain[left[0]]
+                where = f"{spath}:{sline}"
+                why = (
+                    f"the next reload fails: post-load deletes the checkpoint Parameter "
+                    f"`{left[0]}` and leaves a plain tensor under that name ({where}), which "
+                    "the reload's register_parameter refuses"
+                )
+            for key in state.keys:
+                self._masked.setdefault(key, []).append(why)
+            return
         if gone:
             why = f"the next load fails: post-load deletes the checkpoint Parameter `{gone[0]}`"
         for attr, (path, line) in sorted(state.rebound.items()):
@@ -458,8 +487,6 @@ class PathFactsMixin:
         for key, whys in self._masked.items():
             fd = self.findings.get(key)
             if fd is None or not all(whys):
-                continue
-            if self.contract_for(fd.path).restores_params:
                 continue
             self.facts.setdefault(key, {})["masked"] = whys[0]
         for key, facts in self.facts.items():

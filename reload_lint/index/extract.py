@@ -94,6 +94,7 @@ class _Extractor:
         self.pos = positions
         # path of suite ids from the function body down to the current block: a later
         # assignment overwrites an earlier one only when its block encloses the earlier one's
+        self.local_flags: dict[str, list] = {}  # local name -> the flag test it holds
         self.block_path: list[int] = []
         self.block_ids = 0
         self.imports: dict[str, str] = {}
@@ -402,7 +403,7 @@ class _Extractor:
             exits = _ends_in_return(node.body)
             # a state flag tested here: `if self.done: return` guards the rest of the
             # function, `if not self.done: ...` its own body (see analysis/pathfacts.py)
-            flags = _flag_terms(node.test, exit_form=exits)
+            flags = _local_flag_terms(_flag_terms(node.test, exit_form=exits), self.local_flags)
             # `if old.shape == new.shape and ...: copy_ else: rebind` (copy-or-rebind): the
             # rebind branch runs only while the compared tensors differ
             compat = _compat_test(node.test)
@@ -500,6 +501,13 @@ class _Extractor:
         ln, col, end = self.span(node)
         if isinstance(node, cst.Assign):
             targets = tuple(self.target(t.target) for t in node.targets)
+            if len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
+                name = node.targets[0].target.value
+                test = node.value
+                if isinstance(test, (cst.Comparison, cst.UnaryOperation, cst.BooleanOperation)):
+                    self.local_flags[name] = _flag_terms(test, exit_form=False)
+                else:
+                    self.local_flags.pop(name, None)
             out.append(
                 (
                     "assign",
@@ -552,10 +560,12 @@ class _Extractor:
         )
         body: list = []
         saved, self.block_path = self.block_path, []
+        saved_flags, self.local_flags = self.local_flags, {}
         try:
             self.block(node.body, body, None, qn, cls_qn)
         finally:
             self.block_path = saved
+            self.local_flags = saved_flags
         ln, col, end = self.span(node)
         names = _BodyNames(node.body, self.pos)
         reads = sorted(names.attrs.items())
@@ -703,8 +713,7 @@ def _flag_terms(test, exit_form: bool) -> list[tuple[str, str, object]]:
             return []
         return _flag_terms(test.left, exit_form) + _flag_terms(test.right, exit_form)
     if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
-        inv = {True: False, False: True, "has": "absent", "absent": "has"}
-        return [(b, a, inv[s]) for b, a, s in _flag_terms(test.expression, not exit_form)]
+        return [(b, a, _INVERT[s]) for b, a, s in _flag_terms(test.expression, not exit_form)]
     if isinstance(test, cst.Attribute):
         base = _cst_dotted(test.value)
         return [(base, test.attr.value, True)] if base else []
@@ -745,7 +754,32 @@ def _flag_terms(test, exit_form: bool) -> list[tuple[str, str, object]]:
                 terms = _flag_terms(test.left, exit_form)[:1]
                 want = (rhs.value == "True") == pos
                 return [(b, a, s if want else not s) for b, a, s in terms if s in (True, False)]
+        if isinstance(rhs, cst.Name) and rhs.value == "None":
+            pos = isinstance(comp.operator, (cst.Is, cst.Equal))
+            neg = isinstance(comp.operator, (cst.IsNot, cst.NotEqual))
+            left = test.left
+            if (pos or neg) and isinstance(left, (cst.Attribute, cst.Call)):
+                terms = [t for t in _flag_terms(left, exit_form) if t[2] is True][:1]
+                return [(b, a, "none" if pos else "notnone") for b, a, _s in terms]
     return []
+
+
+_INVERT = {True: False, False: True, "has": "absent", "absent": "has", "none": "notnone"}
+_INVERT["notnone"] = "none"
+
+
+def _local_flag_terms(flags, local_flags: dict):
+    """Replace a local name standing for a flag test (`done = self.x is not None`, then
+    `if not done:`) by that test's own term."""
+    out = []
+    for base, attr, sense in flags:
+        derived = local_flags.get(attr) if not base else None
+        if derived and len(derived) == 1 and sense in (True, False):
+            b, a, s = derived[0]
+            out.append((b, a, s if sense else _INVERT[s]))
+        else:
+            out.append((base, attr, sense))
+    return out
 
 
 _FEATURE_ATTRS = {"shape", "dtype", "device", "layout"}

@@ -152,3 +152,40 @@ def test_masked_roots_under_inplace_only(tmp_path):
     # vLLM's layerwise reload re-registers the recorded checkpoint Parameters: never masked
     got = _by_target(_run(tmp_path, {}, Config(contract="vllm-layerwise")))
     assert getattr(got["layer.ws"], "masked", None) is None
+
+
+PLAIN_OVER_DELETED = """
+import torch
+from torch.nn import Parameter
+
+def swizzle(layer):
+    w = layer.w13_weight.data * 2
+    del layer.w13_weight
+    return w
+
+class Triton:
+    def create_weights(self, layer):
+        layer.register_parameter("w13_weight", Parameter(torch.empty(4, 8)))
+
+    def process_weights_after_loading(self, layer):
+        w = swizzle(layer)
+        layer.w13_weight = w
+        layer.ws = torch.zeros(8)
+
+class Keeps:
+    def create_weights(self, layer):
+        layer.register_parameter("w2_weight", Parameter(torch.empty(4, 8)))
+
+    def process_weights_after_loading(self, layer):
+        layer.ws2 = layer.w2_weight * 2
+"""
+
+
+def test_masked_under_vllm_when_a_plain_tensor_is_left_over_a_deleted_parameter(tmp_path):
+    files = {"pkg/__init__.py": "", "pkg/m.py": PLAIN_OVER_DELETED}
+    got = _by_target(_run(tmp_path, files, Config(contract="vllm-layerwise")))
+    why = got["layer.ws"].masked
+    assert "deletes the checkpoint Parameter `w13_weight`" in why
+    assert "register_parameter refuses" in why
+    assert got["layer.w13_weight"].masked == why
+    assert got["layer.ws2"].masked is None
