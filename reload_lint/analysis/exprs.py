@@ -429,6 +429,7 @@ class ExprMixin:
         if name == "delattr":
             if literal and any(b.kind == V.MODULE for b in recv):
                 fr.root.deleted.add(literal)
+                fr.root.deleted_at.setdefault(literal, self.root_block(fr))
             return (V.NON,)
         if name == "hasattr":
             return (V.SCAL,)

@@ -25,11 +25,12 @@ class RootState:
     entry: tuple = ()  # (module, qualname) of a post-load root (empty for lazy/apply runs)
     # path facts (analysis/pathfacts.py): findings this root reported, checkpoint Parameters
     # it re-binds as a plain nn.Parameter / reshapes through `.data`, names given a loader
-    keys: set = field(default_factory=set)
+    keys: dict = field(default_factory=dict)  # finding key -> its block in the root
     rebound: dict = field(default_factory=dict)
     reshaped: dict = field(default_factory=dict)
     loaders: set = field(default_factory=set)
     plain: dict = field(default_factory=dict)  # checkpoint names given a plain tensor
+    deleted_at: dict = field(default_factory=dict)  # deleted name -> block in the root
 
 
 @dataclass

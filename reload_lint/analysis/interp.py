@@ -218,7 +218,7 @@ class Analyzer(ExprMixin, CallMixin, StoreMixin, ReaderMixin, PathFactsMixin):
             fr.line_hint = st[1]
             if st[0] == "assign":
                 fr.block_hint = st[7] if len(st) > 7 else None
-            elif st[0] == "expr":
+            elif st[0] in ("expr", "del"):
                 fr.block_hint = st[5] if len(st) > 5 else None
             try:
                 self.exec_stmt(fr, st)
@@ -302,6 +302,7 @@ class Analyzer(ExprMixin, CallMixin, StoreMixin, ReaderMixin, PathFactsMixin):
             base = self.eval(fr, tgt[1])
             if any(b.kind == V.MODULE for b in base):
                 fr.root.deleted.add(tgt[2])
+                fr.root.deleted_at.setdefault(tgt[2], self.root_block(fr))
             fr.heap.pop(self.render(tgt), None)
         elif tgt[0] == "t":
             for t in tgt[2]:

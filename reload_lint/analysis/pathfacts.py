@@ -266,7 +266,7 @@ class PathFactsMixin:
             return False
         pos = (*fr.positions, (fr.func.get("qn"), fr.block_hint))
         self._guard_ctx.setdefault(key, []).append((tuple(fr.guards), pos))
-        fr.root.keys.add(key)
+        fr.root.keys.setdefault(key, pos)
         return True
 
     def resolve_guards(self) -> None:
@@ -410,11 +410,11 @@ class PathFactsMixin:
             return
         if owner in ("module", "held") and v.kind == V.PARAM and v.value is not None:
             # a torch nn.Parameter (a project Parameter class takes its weight_loader)
-            fr.root.rebound.setdefault(attr, (fr.path, fr.line_hint))
+            fr.root.rebound.setdefault(attr, (fr.path, fr.line_hint, self.root_block(fr)))
         elif owner == "data" and rule == "RL106" and _shape_changing(v):
-            fr.root.reshaped.setdefault(attr, (fr.path, fr.line_hint))
+            fr.root.reshaped.setdefault(attr, (fr.path, fr.line_hint, self.root_block(fr)))
         elif owner == "module" and v.kind in (V.FRESH, V.VIEW, V.REG):
-            fr.root.plain.setdefault(attr, (fr.path, fr.line_hint))
+            fr.root.plain.setdefault(attr, (fr.path, fr.line_hint, self.root_block(fr)))
 
     def note_loader_call(self, fr, e) -> None:
         """`set_weight_attrs(layer.w, {"weight_loader": ...})` / `f(p, weight_loader=...)`:
@@ -434,46 +434,62 @@ class PathFactsMixin:
                     if v.src:
                         fr.root.loaders.add(v.src.rsplit(".", 1)[-1])
 
+    def root_block(self, fr):
+        """Where the current statement stands: ((function, block path), ...) from the root."""
+        return (*fr.positions, (fr.func.get("qn"), fr.block_hint))
+
     def finish_masked(self, state, f: dict, cls_key: str | None, path: str = "") -> None:
-        """At the end of a root: the `masked` text of its findings, if it breaks the next load."""
+        """At the end of a root: the `masked` text of each of its findings, when the root
+        breaks the next load on the path that makes the store (the breaking statement's
+        block encloses the store's: a rebind in another branch masks nothing)."""
         if not state.keys:
             return
-        why = None
+        events: list[tuple[object, str]] = []  # (root block, why)
         ckpt = self.checkpoint_names()
         gone = sorted(a for a in state.deleted if a in ckpt)
         if self.contract_for(path).restores_params:
             # vLLM re-registers the recorded checkpoint Parameters before a reload
             # (`restore_layer_on_meta`): only a plain attribute left under a deleted
             # Parameter's name breaks that (`register_parameter` raises "already exists")
-            left = [a for a in gone if a in state.plain]
-            if left:
-                spath, sline = state.plain[left[0]]
-                where = f"{spath}:{sline}"
-                why = (
-                    f"the next reload fails: post-load deletes the checkpoint Parameter "
-                    f"`{left[0]}` and leaves a plain tensor under that name ({where}), which "
-                    "the reload's register_parameter refuses"
+            for attr in gone:
+                if attr in state.plain:
+                    spath, sline, block = state.plain[attr]
+                    events.append(
+                        (
+                            block,
+                            f"the next reload fails: post-load deletes the checkpoint Parameter "
+                            f"`{attr}` and leaves a plain tensor under that name "
+                            f"({spath}:{sline}), which the reload's register_parameter refuses",
+                        )
+                    )
+        else:
+            for attr in gone:
+                events.append(
+                    (
+                        state.deleted_at.get(attr),
+                        f"the next load fails: post-load deletes the checkpoint Parameter `{attr}`",
+                    )
                 )
-            for key in state.keys:
-                self._masked.setdefault(key, []).append(why)
-            return
-        if gone:
-            why = f"the next load fails: post-load deletes the checkpoint Parameter `{gone[0]}`"
-        for attr, (path, line) in sorted(state.rebound.items()):
-            if why:
-                break
-            if attr not in state.loaders:
-                why = (
-                    f"the next load fails: `{attr}` is re-bound without a weight_loader "
-                    f"({path}:{line})"
-                )
-        if not why and state.reshaped and not self._restores_shapes(cls_key):
-            attr, (path, line) = sorted(state.reshaped.items())[0]
-            why = (
-                f"the next load fails: `{attr}` is reshaped through `.data` ({path}:{line}) "
-                "and nothing restores its checkpoint shape"
-            )
-        for key in state.keys:
+            for attr, (spath, sline, block) in sorted(state.rebound.items()):
+                if attr not in state.loaders:
+                    events.append(
+                        (
+                            block,
+                            f"the next load fails: `{attr}` is re-bound without a weight_loader "
+                            f"({spath}:{sline})",
+                        )
+                    )
+            if not self._restores_shapes(cls_key):
+                for attr, (spath, sline, block) in sorted(state.reshaped.items()):
+                    events.append(
+                        (
+                            block,
+                            f"the next load fails: `{attr}` is reshaped through `.data` "
+                            f"({spath}:{sline}) and nothing restores its checkpoint shape",
+                        )
+                    )
+        for key, here in state.keys.items():
+            why = next((w for b, w in events if _encloses(b, here)), None)
             self._masked.setdefault(key, []).append(why)
 
     def _restores_shapes(self, cls_key: str | None) -> bool:
@@ -495,6 +511,28 @@ class PathFactsMixin:
                 continue
             for name, value in facts.items():
                 setattr(fd, name, value)  # triage fields (docs/findings.md)
+
+
+def _encloses(ev, key) -> bool:
+    """Whether the statement at position `ev` runs whenever the one at `key` does.
+
+    Positions are ((function, block path), ...) from the root down. Where the two paths part,
+    the event's block must enclose the key's (or the event sits in another callee of the
+    same block), and below that the event must be at the top level of each function."""
+
+    def flat(rest) -> bool:
+        return all(b is not None and len(b) == 1 for _q, b in rest)
+
+    for i in range(min(len(ev), len(key))):
+        (qe, be), (qk, bk) = ev[i], key[i]
+        if qe != qk:
+            return i > 0 and flat(ev[i:])
+        if be is None or bk is None:
+            return False
+        be, bk = tuple(be), tuple(bk)
+        if be != bk:
+            return bk[: len(be)] == be and flat(ev[i + 1 :])
+    return flat(ev[len(key) :])
 
 
 def _stores_attr(st, attr: str) -> bool:

@@ -542,7 +542,7 @@ class _Extractor:
         elif isinstance(node, cst.Return):
             out.append(("ret", ln, col, end, self.expr(node.value) if node.value else None))
         elif isinstance(node, cst.Del):
-            out.append(("del", ln, col, end, self.target(node.target)))
+            out.append(("del", ln, col, end, self.target(node.target), tuple(self.block_path)))
         elif isinstance(node, (cst.Import, cst.ImportFrom)):
             self.add_import(node)
 

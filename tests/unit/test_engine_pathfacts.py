@@ -168,9 +168,11 @@ class Triton:
         layer.register_parameter("w13_weight", Parameter(torch.empty(4, 8)))
 
     def process_weights_after_loading(self, layer):
-        w = swizzle(layer)
-        layer.w13_weight = w
-        layer.ws = torch.zeros(8)
+        if self.use_triton:
+            w = swizzle(layer)
+            layer.w13_weight = w
+            layer.ws = torch.zeros(8)
+        self.kernel_ws = torch.zeros(8)
 
 class Keeps:
     def create_weights(self, layer):
@@ -189,3 +191,5 @@ def test_masked_under_vllm_when_a_plain_tensor_is_left_over_a_deleted_parameter(
     assert "register_parameter refuses" in why
     assert got["layer.w13_weight"].masked == why
     assert got["layer.ws2"].masked is None
+    # stored on every path, also where nothing is deleted: the store is what moves there
+    assert got["self.kernel_ws"].masked is None
