@@ -408,9 +408,15 @@ class PathFactsMixin:
         without a weight_loader, or reshaped through `.data`."""
         if fr.mode != "post" or attr not in self.checkpoint_names():
             return
+        pos = self.root_block(fr)
+        qn, block = pos[-1]
+        if block and any(g[0].startswith("never|") and g[5][0] == qn for g in fr.guards):
+            # the rebind branch of a copy-or-rebind test that never holds runs on every
+            # update: as unconditional as the `if` itself
+            pos = (*pos[:-1], (qn, tuple(block)[:-1]))
         if owner in ("module", "held") and v.kind == V.PARAM and v.value is not None:
             # a torch nn.Parameter (a project Parameter class takes its weight_loader)
-            fr.root.rebound.setdefault(attr, (fr.path, fr.line_hint, self.root_block(fr)))
+            fr.root.rebound.setdefault(attr, (fr.path, fr.line_hint, pos))
         elif owner == "data" and rule == "RL106" and _shape_changing(v):
             fr.root.reshaped.setdefault(attr, (fr.path, fr.line_hint, self.root_block(fr)))
         elif owner == "module" and v.kind in (V.FRESH, V.VIEW, V.REG):
