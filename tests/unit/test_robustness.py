@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -349,3 +350,25 @@ def _short_writes(fd, *a, **kw):
             return getattr(fh, name)
 
     return Half()
+
+
+def test_output_to_a_fifo_writes_into_it_and_keeps_it(gated, capsys):
+    """-o /dev/null, -o /dev/stdout, a FIFO: not a file to replace atomically. Renaming over
+    one replaced the node itself (as root, /dev/null became a regular file); it is written
+    to instead. A FIFO stands in for the devices, which a test must not risk."""
+    if not hasattr(os, "mkfifo"):
+        pytest.skip("no FIFOs on this platform")
+    fifo = gated / "report.fifo"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # so the writer's open() won't block
+    try:
+        # --statistics: a few lines, well inside the pipe's buffer (nothing reads concurrently)
+        code = main(["check", "pkg", "--no-cache", "--statistics", "-o", fifo.name])
+        data = os.read(reader, 1 << 20)
+    finally:
+        os.close(reader)
+    capsys.readouterr()
+    assert code == 1
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+    assert b"RL101" in data
+    assert _no_temp_files(gated)
