@@ -5,12 +5,14 @@ fsync()ed, and are renamed over the target. Any failure, an interrupt included, 
 temporary file and leaves the target as it was; OS errors become one-line ReloadLintErrors.
 A symlinked target (a baseline shared between checkouts) is written through: the link stays a
 link and the file it points at gets the new bytes. The target keeps its permission bits; a
-new file gets the ones the umask allows, as open() would give it.
+new file gets the ones the umask allows, as open() would give it. A target that is not a
+regular file (a device such as /dev/null, a FIFO, a terminal) is written to directly.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -29,6 +31,19 @@ def _umask() -> int:
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     shown = Path(path)  # what the user typed, for messages
+    try:
+        st = os.stat(shown)  # through links: /dev/stdout is one
+    except OSError:
+        st = None
+    if st is not None and not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
+        # a device, FIFO or terminal (-o /dev/null, -o /dev/stdout): there is no file to keep,
+        # and renaming over it would replace the device node itself (as root, it can)
+        try:
+            with open(shown, "wb") as fh:
+                fh.write(data)
+        except OSError as exc:
+            raise ReloadLintError(f"{shown}: cannot write: {exc.strerror or exc}") from None
+        return
     path = Path(os.path.realpath(shown)) if shown.is_symlink() else shown
     parent = path.parent if str(path.parent) else Path(".")
     try:
