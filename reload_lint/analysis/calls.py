@@ -7,6 +7,7 @@ from reload_lint.analysis import values as V
 from reload_lint.analysis.frame import (
     CONTAINER_MUTATORS,
     MAX_DEPTH,
+    RECURSION_LIMIT,
     REGISTER,
     Frame,
     _allocates,
@@ -385,6 +386,11 @@ class CallMixin:
         if key in self.memo:
             return self.memo[key]
         if key in self.active:
+            return (V.UNK,)
+        # recursion whose argument values differ at every level (a name re-bound by a
+        # function-local import, a self-recursive helper fed fresh values) is cut like the
+        # exact-context recursion above, not run down to the depth limit
+        if sum(1 for s in fr.stack if s[1:] == (mod, qn)) >= RECURSION_LIMIT:
             return (V.UNK,)
         self.active.add(key)
         path = self.index.path_of(mod)

@@ -10,6 +10,7 @@ from reload_lint.analysis.values import AV
 from reload_lint.findings import TraceStep
 
 MAX_DEPTH = 24
+RECURSION_LIMIT = 2  # nested activations of one function along a call path
 MODULE_PARAM_NAMES = {"layer", "module", "mod", "m", "model", "linear", "moe", "attn", "self_attn"}
 MODULE_ANNOT_HINTS = ("Module", "Layer", "FusedMoE", "Linear", "Attention", "MoE", "Embedding")
 CONTAINER_MUTATORS = {"append", "extend", "insert", "update", "setdefault", "add"}

@@ -178,3 +178,38 @@ def test_isinstance_narrowing_keeps_an_existing_parameter(tmp_path):
         },
     )
     assert _found(result) == set()
+
+
+def test_recursion_with_changing_arguments_is_cut_before_the_depth_limit(tmp_path):
+    # vLLM 0.33.0's merge_attn_states imports the custom op of the same name inside its own
+    # body; resolved to the module function, every level feeds itself new values, so the
+    # exact-context recursion check never matched and the call chain ran to the depth limit
+    # (two RL906 rows on a release). A second nested activation of one function is cut.
+    result = _run(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/ops.py": """
+            import torch
+
+            def merge(out, a):
+                if a.shape[0] > 0:
+                    from pkg._custom_ops import merge
+                    return merge(out, a * 2)
+                return out
+            """,
+            "pkg/layer.py": """
+            import torch
+            from pkg.ops import merge
+
+            class Method:
+                def process_weights_after_loading(self, layer):
+                    layer.tmp = merge(torch.empty(4), layer.weight)
+
+                def apply(self, layer, x):
+                    return x @ layer.tmp
+            """,
+        },
+    )
+    assert not [e for e in result.errors if "depth limit" in e.message]
+    assert ("pkg/layer.py", 7, "RL101") in _found(result)
