@@ -291,7 +291,9 @@ def test_high_confidence_needs_an_unconditional_store_and_a_reader(tmp_path):
     }
     found = _by_target(_run(tmp_path, files))
     assert found["self.buf"].reader and found["self.buf"].confidence == "high"
-    assert found["self.ws"].reader and found["self.ws"].confidence == "medium"
+    # `if self.ws is None:` is a run-once guard the reload does not reset (path facts): the
+    # second pass keeps the first storage, so there is no finding to rank at all
+    assert "self.ws" not in found
     assert found["self.unread"].reader is None and found["self.unread"].confidence == "medium"
     ranks = {"high": 0, "medium": 1, "low": 2}
     # sorting by confidence puts the unconditional, read store first
