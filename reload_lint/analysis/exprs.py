@@ -239,31 +239,26 @@ class ExprMixin:
     def _stored_class(self, cls_key: str, attr: str, on_self: bool) -> str | None:
         """The class `Class(...)` stored on `<me>.<attr>` in the methods of cls_key's MRO, `me`
         being the method's `self` (on_self) or another of its parameters (the layer)."""
-        for k in self.index.mro(cls_key):
-            crec = self.index.class_record(k)
-            if crec is None:
+        for mod, _name, mqn in self.index.mro_methods(cls_key):
+            f = self.index.function(mod, mqn)
+            if f is None or not f["params"]:
                 continue
-            mod = k.partition(":")[0]
-            for _name, mqn in sorted(crec["methods"].items()):
-                f = self.index.function(mod, mqn)
-                if f is None or not f["params"]:
+            owners = {f["params"][0]} if on_self else set(f["params"][1:])
+            for st in f["body"]:
+                if st[0] != "assign" or st[5][0] != "c":
                     continue
-                owners = {f["params"][0]} if on_self else set(f["params"][1:])
-                for st in f["body"]:
-                    if st[0] != "assign" or st[5][0] != "c":
-                        continue
-                    if not any(
-                        t[0] == "a" and t[1][0] == "n" and t[1][1] in owners and t[2] == attr
-                        for t in st[4]
-                    ):
-                        continue
-                    d = dotted(st[5][1]) if st[5][1][0] in ("n", "a") else None
-                    if not d or not d.rsplit(".", 1)[-1].lstrip("_")[:1].isupper():
-                        continue  # classes are CamelCase: plain calls are not resolved
-                    q = self.index.qualify(mod, d)
-                    r = self.index.resolve(q) if q else None
-                    if r is not None and r[0] == "class":
-                        return f"{r[1]}:{r[2]}"
+                if not any(
+                    t[0] == "a" and t[1][0] == "n" and t[1][1] in owners and t[2] == attr
+                    for t in st[4]
+                ):
+                    continue
+                d = dotted(st[5][1]) if st[5][1][0] in ("n", "a") else None
+                if not d or not d.rsplit(".", 1)[-1].lstrip("_")[:1].isupper():
+                    continue  # classes are CamelCase: plain calls are not resolved
+                q = self.index.qualify(mod, d)
+                r = self.index.resolve(q) if q else None
+                if r is not None and r[0] == "class":
+                    return f"{r[1]}:{r[2]}"
         return None
 
     def choice_value(self, choices: tuple, owner: AV, attr: str) -> AV:

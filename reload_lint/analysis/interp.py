@@ -341,19 +341,14 @@ class Analyzer(ExprMixin, CallMixin, StoreMixin, ReaderMixin, PathFactsMixin):
             self._contained(mod, what, self._run_lazy_class, cls_key, where, done)
 
     def _run_lazy_class(self, cls_key: str, where, done: set) -> None:
-        for k in self.index.mro(cls_key):
-            crec = self.index.class_record(k)
-            if crec is None:
+        for mod, name, qn in self.index.mro_methods(cls_key):
+            if name == "__init__" or (mod, qn) in done:
                 continue
-            mod = k.partition(":")[0]
-            for name, qn in sorted(crec["methods"].items()):
-                if name == "__init__" or (mod, qn) in done:
-                    continue
-                f = self.index.function(mod, qn)
-                if f is None or not f["guarded"]:
-                    continue
-                done.add((mod, qn))
-                self._guarded(mod, qn, f, self._run_method, mod, f, "lazy", cls_key, where)
+            f = self.index.function(mod, qn)
+            if f is None or not f["guarded"]:
+                continue
+            done.add((mod, qn))
+            self._guarded(mod, qn, f, self._run_method, mod, f, "lazy", cls_key, where)
 
     def run_apply_caches(self, modules: list[str]) -> None:
         for mod in sorted(set(modules)):

@@ -50,30 +50,25 @@ class Oracles:
         self._attr[key] = None  # recursion through the same attribute reads as unknown
         found: dict[str, tuple] = {}
         unread = False
-        for k in self.index.mro(cls_key):
-            crec = self.index.class_record(k)
-            if crec is None:
+        for mod, _name, mqn in self.index.mro_methods(cls_key):
+            f = self.index.function(mod, mqn)
+            if f is None or not f["params"] or "staticmethod" in f["decos"]:
                 continue
-            mod = k.partition(":")[0]
-            for _name, mqn in sorted(crec["methods"].items()):
-                f = self.index.function(mod, mqn)
-                if f is None or not f["params"] or "staticmethod" in f["decos"]:
+            me = ("n", f["params"][0])
+            for st in f["body"]:
+                if st[0] != "assign":
                     continue
-                me = ("n", f["params"][0])
-                for st in f["body"]:
-                    if st[0] != "assign":
+                for tgt in st[4]:
+                    pos = _position(tgt, me, attr)
+                    if pos is None:
                         continue
-                    for tgt in st[4]:
-                        pos = _position(tgt, me, attr)
-                        if pos is None:
-                            continue
-                        vals = self.expr(mod, f, st[5], st[1], 0)
-                        if pos >= 0:
-                            vals = _unpack(vals, pos)
-                        if any(item[0] in ("?", "L", "T", "F") for item in vals):
-                            unread = True
-                        for item in _classes(vals):
-                            found.setdefault(item[1], item[1:])
+                    vals = self.expr(mod, f, st[5], st[1], 0)
+                    if pos >= 0:
+                        vals = _unpack(vals, pos)
+                    if any(item[0] in ("?", "L", "T", "F") for item in vals):
+                        unread = True
+                    for item in _classes(vals):
+                        found.setdefault(item[1], item[1:])
         out = None if unread else (tuple(found[k] for k in sorted(found)) or None)
         self._attr[key] = out
         return out

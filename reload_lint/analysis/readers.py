@@ -238,18 +238,13 @@ class ReaderMixin:
         for qn, f in sorted((rec0 or {}).get("functions", {}).items()):
             if not f["cls"] and not f["parent"] and self.is_entry(f["name"]):
                 entries.append((mod0, qn, f, None, (qn,)))
-        for k in self.index.mro(cls_key) if cqn else ():
-            rec = self.index.class_record(k)
-            if rec is None:
+        for mod, name, qn in self.index.mro_methods(cls_key) if cqn else ():
+            if name in done or not self.is_entry(name):
                 continue
-            for name, qn in sorted(rec["methods"].items()):
-                if name in done or not self.is_entry(name):
-                    continue
-                done.add(name)
-                mod = k.partition(":")[0]
-                f = self.index.function(mod, qn)
-                if f is not None:
-                    entries.append((mod, qn, f, cls_key, (qn,)))
+            done.add(name)
+            f = self.index.function(mod, qn)
+            if f is not None:
+                entries.append((mod, qn, f, cls_key, (qn,)))
         out: list[tuple] = []
         seen: set = set()
         queue = deque(entries)

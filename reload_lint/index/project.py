@@ -172,6 +172,17 @@ class ProjectIndex:
         self._mro_cache[key] = out
         return out
 
+    def mro_methods(self, key: str):
+        """(module, method name, method qualname) for every method of every class in key's
+        MRO that has a record, in MRO order and by name within a class."""
+        for k in self.mro(key):
+            crec = self.class_record(k)
+            if crec is None:
+                continue
+            mod = k.partition(":")[0]
+            for name, qn in sorted(crec["methods"].items()):
+                yield mod, name, qn
+
     def external_bases(self, key: str) -> set[str]:
         out = set()
         for k in self.mro(key):
