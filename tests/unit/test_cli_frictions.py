@@ -11,21 +11,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from _cli_util import KERNEL, run_cli
 
 from reload_lint import sources
-from reload_lint.cli import build_parser, main
+from reload_lint.cli import build_parser
 from reload_lint.config import CONTRACT_CHOICES
-
-KERNEL = """import torch
-
-
-class K:
-    def process_weights_after_loading(self, layer):
-        layer.ws = torch.empty(4)
-
-    def forward(self, layer, x):
-        return layer.ws + x
-"""
 
 
 @pytest.fixture
@@ -38,12 +28,7 @@ def proj(tmp_path, monkeypatch):
 
 
 def _run(capsys, *argv) -> tuple[int, str, str]:
-    try:
-        code = main(list(argv))
-    except SystemExit as exc:
-        code = exc.code
-    out, err = capsys.readouterr()
-    return code, out, err
+    return run_cli(capsys, *argv)
 
 
 def _subparser(name: str) -> argparse.ArgumentParser:

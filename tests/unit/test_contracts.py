@@ -13,6 +13,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from _engine_util import write_files
 
 from reload_lint.analysis import triage
 from reload_lint.analysis import values as V
@@ -303,10 +304,7 @@ NS_FILES = {
 def test_helpers_under_namespace_packages_are_followed(tmp_path):
     """PEP 420 folders (no __init__.py) inside a package are bridged: nspkg/srt/helpers.py is
     `nspkg.srt.helpers`, so the absolute import resolves and the helper's `.data =` is seen."""
-    for rel, text in NS_FILES.items():
-        p = tmp_path / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(textwrap.dedent(text), encoding="utf-8")
+    write_files(tmp_path, NS_FILES)
     found = _found(Config(contract="inplace-only"), tmp_path)
     assert ("nspkg/srt/helpers.py", 6, "RL106") in found
 

@@ -4,8 +4,9 @@ oracle chooses them, and a rebuild whose oracle only returns non-allocating expe
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
+
+from _engine_util import check_files
 
 from reload_lint.config import Config
 from reload_lint.engine import run_check
@@ -106,11 +107,7 @@ def test_unread_oracle_keeps_every_subclass(tmp_path):
                 return self.kernel(x)
         """,
     }
-    for rel, text in files.items():
-        p = tmp_path / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(textwrap.dedent(text), encoding="utf-8")
-    result = run_check([tmp_path], Config(), base_dir=tmp_path, use_cache=False)
+    result = check_files(tmp_path, files)
     hits = [f for f in result.findings if f.rule == "RL105"]
     assert len(hits) == 1
     assert [b.split(" ", 1)[0] for b in hits[0].backends] == ["Alloc"]

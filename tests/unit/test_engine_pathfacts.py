@@ -4,21 +4,16 @@ the next load. The drop/keep decisions themselves are pinned by tests/fixtures/m
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 import pytest
+from _engine_util import check_files
 
 from reload_lint.config import Config, ConfigError, PerPath, parse_table
-from reload_lint.engine import run_check
 
 
 def _run(tmp_path: Path, files: dict[str, str], cfg: Config):
-    for rel, text in files.items():
-        p = tmp_path / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(textwrap.dedent(text), encoding="utf-8")
-    return run_check([tmp_path], cfg, base_dir=tmp_path, use_cache=False)
+    return check_files(tmp_path, files, config=cfg)
 
 
 def _by_target(result) -> dict[str, object]:

@@ -3,19 +3,15 @@ branch-aware attribute reads, zero-element allocations, the call-depth limit."""
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
-from reload_lint.config import Config
-from reload_lint.engine import _module_name, run_check
+from _engine_util import check_files
+
+from reload_lint.engine import _module_name
 
 
 def _run(tmp_path: Path, files: dict[str, str], contract: str = "vllm-layerwise"):
-    for rel, text in files.items():
-        p = tmp_path / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(textwrap.dedent(text), encoding="utf-8")
-    return run_check([tmp_path], Config(contract=contract), base_dir=tmp_path, use_cache=False)
+    return check_files(tmp_path, files, contract=contract)
 
 
 def _found(result) -> set[tuple[str, int, str]]:

@@ -9,6 +9,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from _engine_util import check_files
 
 from reload_lint.analysis import triage
 from reload_lint.config import Config
@@ -128,11 +129,7 @@ def test_a_1_0_finding_reads_with_empty_triage_and_the_same_fingerprint():
 
 
 def _run(tmp_path: Path, files: dict[str, str], contract: str = "vllm-layerwise"):
-    for rel, text in files.items():
-        p = tmp_path / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(textwrap.dedent(text), encoding="utf-8")
-    return run_check([tmp_path], Config(contract=contract), base_dir=tmp_path, use_cache=False)
+    return check_files(tmp_path, files, contract=contract)
 
 
 def _line(files: dict[str, str], rel: str, needle: str) -> int:

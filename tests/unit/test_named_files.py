@@ -8,19 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from reload_lint.cli import main
-
-KERNEL = """import torch
-
-
-class K:
-    def process_weights_after_loading(self, layer):
-        layer.ws = torch.empty(4)
-
-    def forward(self, layer, x):
-        return layer.ws + x
-"""
+from _cli_util import KERNEL, run_cli
 
 
 @pytest.fixture
@@ -45,9 +33,7 @@ def shadow(twins):
 
 
 def _run(capsys, *argv):
-    code = main(["check", "--no-cache", *argv])
-    out, err = capsys.readouterr()
-    return code, out, err
+    return run_cli(capsys, "check", "--no-cache", *argv)
 
 
 def test_a_named_file_shadowed_by_a_same_named_module_is_not_reported_clean(shadow, capsys):
