@@ -5,15 +5,13 @@ release sources are cached) on real vLLM files."""
 from __future__ import annotations
 
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import libcst as cst
 import pytest
-from libcst._nodes.internal import CodegenState
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from reload_lint.index.positions import RECORDED, compute_positions
+from reload_lint.index.positions import RECORDED, _LineState, compute_positions
 from reload_lint.sources import cache_root
 
 SNIPPET = '''\
@@ -68,25 +66,9 @@ def g(*a, **k):
 '''
 
 
-@dataclass(frozen=False)
-class _ReferenceState(CodegenState):
-    """The pass as it was before the lean rewrite: a generator per node, every node."""
-
-    positions: dict = field(default_factory=dict)
-    line: int = 1
-    column: int = 0
-
-    def add_indent_tokens(self) -> None:
-        for tok in self.indent_tokens:
-            self.column += len(tok)
-
-    def add_token(self, value: str) -> None:
-        n = value.count("\n")
-        if n:
-            self.line += n
-            self.column = len(value) - value.rfind("\n") - 1
-        else:
-            self.column += len(value)
+class _ReferenceState(_LineState):
+    """The pass as it was before the lean rewrite: a generator per node, every node (the token
+    counting is shared; libcst's PositionProvider checks it independently)."""
 
     @contextmanager
     def record_syntactic_position(self, node, *, start_node=None, end_node=None):
