@@ -100,6 +100,17 @@ def _qk(dtype, qscheme, dynamic, **kw) -> dict:
 
 
 FP8_TOKEN = _w(8, "float", "token", dynamic=True)
+MODELOPT_NVFP4 = (
+    "modelopt_fp4",
+    {
+        "quantization": {
+            "quant_algo": "NVFP4",
+            "group_size": 16,
+            "exclude_modules": [],
+            "kv_cache_quant_algo": None,
+        }
+    },
+)
 INT8_TOKEN = _w(8, "int", "token", dynamic=True)
 
 
@@ -114,6 +125,8 @@ class Row:
     quant: tuple[str, object] | None = None  # (vLLM quantization name, config dict)
     backends: tuple[str, ...] = ("auto",)  # KernelConfig.moe_backend values to force
     activation: str = "silu"  # FusedMoE activation (gpt-oss style MXFP4 uses swigluoai)
+    #: further FusedMoE keyword arguments (the SwiGLU clamp/alpha/beta some backends fold)
+    moe_kwargs: tuple[tuple[str, object], ...] = ()
     #: environment for the child (vLLM reads these at kernel selection)
     env: tuple[tuple[str, str], ...] = ()
     #: attributes set on the built layer to force a kernel path vLLM selects by platform
@@ -121,7 +134,7 @@ class Row:
     recipe: str | None = None  # layer == "recipe": the recipe's name in recipes/
     #: why this row cannot run on a CUDA machine at all (ROCm-only kernels, ...)
     unsupported: str | None = None
-    #: why the forward needs stand-ins here (census tier), and for which ops
+    #: ops and checks replaced by stand-ins (recipes/standins.py); any makes the row census tier
     standins: tuple[str, ...] = ()
     notes: tuple[str, ...] = field(default=())
 
@@ -283,19 +296,56 @@ ROWS: tuple[Row, ...] = (
         "moe-modelopt-nvfp4",
         "moe",
         components=("ModelOptNvFp4FusedMoE",),
-        kernels=("TrtLlmNvFp4ExpertsBase", "FlashInferB12xExperts"),
-        quant=(
-            "modelopt_fp4",
-            {
-                "quantization": {
-                    "quant_algo": "NVFP4",
-                    "group_size": 16,
-                    "exclude_modules": [],
-                    "kv_cache_quant_algo": None,
-                }
-            },
+        quant=MODELOPT_NVFP4,
+        backends=("auto", "marlin"),
+    ),
+    # FlashInfer NVFP4 MoE backends the H200 cannot run (census tier, recipes/standins.py):
+    # vLLM's oracle refuses them on SM90 only through the experts class's
+    # _supports_current_device (SM100/SM120 family and flashinfer); that one check is stood in,
+    # and so is every flashinfer piece their post-load and forward import or call
+    Row(
+        "moe-modelopt-nvfp4-trtllm",
+        "moe",
+        components=("ModelOptNvFp4FusedMoE",),
+        kernels=(
+            "TrtLlmNvFp4ExpertsBase",
+            "TrtLlmNvFp4ExpertsMonolithic",
+            "TrtLlmNvFp4ExpertsModular",
         ),
-        backends=("auto", "marlin", "flashinfer_trtllm", "flashinfer_b12x"),
+        quant=MODELOPT_NVFP4,
+        backends=("flashinfer_trtllm",),
+        # a clamped SwiGLU (gpt-oss style limits on a SiLU MoE, as ModelOpt NVFP4 checkpoints
+        # carry them on the MoE config): the per-expert clamp/alpha/beta the TRT-LLM post-load
+        # registers exist only then
+        moe_kwargs=(("swiglu_limit", 7.0), ("swiglu_alpha", 1.702), ("swiglu_beta", 1.0)),
+        standins=(
+            "TrtLlmNvFp4ExpertsBase._supports_current_device",
+            "flashinfer.nvfp4_block_scale_interleave",
+            "flashinfer.fused_moe.core._maybe_get_cached_w3_w1_permute_indices",
+            "flashinfer.fused_moe.core.get_w2_permute_indices_with_cache",
+            "flashinfer.fused_moe.core.ActivationType",
+            "flashinfer.fused_moe.trtllm_fp4_block_scale_moe",
+            "flashinfer.fused_moe.trtllm_fp4_block_scale_routed_moe",
+            "vllm._custom_ops.scaled_fp4_quant",
+        ),
+        notes=(
+            "TRT-LLM gen NVFP4 MoE: SM100 family only; scaled_fp4_quant's CUDA kernel is built "
+            "for SM100/SM120 only",
+        ),
+    ),
+    Row(
+        "moe-modelopt-nvfp4-b12x",
+        "moe",
+        components=("ModelOptNvFp4FusedMoE",),
+        kernels=("FlashInferB12xExperts",),
+        quant=MODELOPT_NVFP4,
+        backends=("flashinfer_b12x",),
+        standins=(
+            "FlashInferB12xExperts._supports_current_device",
+            "flashinfer.cute_dsl.utils.convert_sf_to_mma_layout",
+            "flashinfer.fused_moe.B12xMoEWrapper",
+        ),
+        notes=("B12x CuteDSL NVFP4 MoE: SM120 family only, never auto-selected",),
     ),
     Row(
         "moe-modelopt-mxfp8",

@@ -164,18 +164,23 @@ def reuse_rebuilt(
     getter: Callable[[object, torch.nn.Module], object],
     method: str = "process_weights_after_loading",
 ):
-    """``getter(self, layer)`` returns the rebuilt object; its tensor attributes keep storage."""
+    """``getter(self, layer)`` returns the rebuilt object; its tensor attributes keep storage.
+
+    A helper object the old one created lazily after post-load (at its first forward, e.g. a
+    kernel wrapper with pre-allocated CUDA-graph buffers) and the rebuilt one has not created
+    yet (``None``) is carried over: the rebuilt object reuses the captured helper."""
 
     def before(self, layer):
         try:
             old = getter(self, layer)
         except Exception:  # first load: nothing to reuse yet
             return None
-        return _tensor_attrs(old) if old is not None else None
+        return (_tensor_attrs(old), _helper_attrs(old)) if old is not None else None
 
-    def after(self, layer, old_attrs):
-        if not old_attrs:
+    def after(self, layer, state):
+        if not state or not state[0] and not state[1]:
             return
+        old_attrs, old_helpers = state
         new = getter(self, layer)
         if new is None:
             return
@@ -194,8 +199,32 @@ def reuse_rebuilt(
                     old_t.copy_(new_t)
                 by_new_id[id(new_t)] = old_t
             object.__setattr__(holder, name.rsplit(".", 1)[-1], by_new_id[id(new_t)])
+        for name, helper in old_helpers.items():
+            path, _, leaf = name.rpartition(".")
+            holder = new
+            for step in path.split(".") if path else ():
+                holder = getattr(holder, step, None)
+            if holder is not None and getattr(holder, leaf, 0) is None:
+                object.__setattr__(holder, leaf, helper)
 
     return wrap_method(cls, method, after, before)
+
+
+def _helper_attrs(obj, prefix: str = "", depth: int = 0, seen=None) -> dict:
+    """name -> object for plain objects below ``obj`` that hold tensors (helpers a rebuilt
+    object may create lazily)."""
+    seen = seen if seen is not None else set()
+    out: dict = {}
+    if obj is None or id(obj) in seen or depth > 4 or not hasattr(obj, "__dict__"):
+        return out
+    seen.add(id(obj))
+    for name, v in list(vars(obj).items()):
+        if isinstance(v, (torch.Tensor, torch.nn.Module, type)) or not hasattr(v, "__dict__"):
+            continue
+        if _tensor_attrs(v):
+            out[f"{prefix}{name}"] = v
+        out.update(_helper_attrs(v, f"{prefix}{name}.", depth + 1, seen))
+    return out
 
 
 def _tensor_attrs(obj, prefix: str = "", depth: int = 0, seen=None) -> dict:

@@ -166,15 +166,17 @@ def stage_cold_b(run: Run) -> None:
         run.recipe.uses_vllm, run.recipe.post_load, run.recipe.dtype
     )
     _, seed_b = run.spec.get("seeds", (1, 2))
+    # traced: the load, the post-load and the first forward (first-forward stores: a wrapper
+    # or scratch built lazily at the first apply)
     tracer = LineTracer(run.spec.get("watch", []))
     try:
         with tracer:
             built = _load(run, seed_b)
+            with torch.no_grad():
+                run.x = run.recipe.example_input(run.spec["device"])
+                run.ref = built.forward(run.x).detach().float().cpu().clone()
     finally:
         run.executed = tracer.result()
-    with torch.no_grad():
-        run.x = run.recipe.example_input(run.spec["device"])
-        run.ref = built.forward(run.x).detach().float().cpu().clone()
     del built
     gc.collect()
     if run.device.type == "cuda":

@@ -219,8 +219,13 @@ def plan_site(f: Finding, opts: Options) -> Site:
         cls = symbol_class(f)
         if cls in row.kernels:
             # a class the component builds: the object is rebuilt by the component's post-load
+            # (the trace's post-load root may be the built class's own post-load, which the
+            # component calls: the owner is still the component)
             site.canonical = "self.moe_kernel"
-            site.owner = _qualified_owner(f, row.components[0])
+            owner = _qualified_owner(f, row.components[0])
+            if owner.rpartition(":")[2] in row.kernels:
+                owner = row.components[0]
+            site.owner = owner
         else:
             site.canonical = recipes[0].canonical_target(f)
             site.owner = f"{f.path}:{cls}" if cls else _qualified_owner(f, row.components[0])
@@ -267,7 +272,11 @@ def _base(f: Finding, opts: Options, site: Site) -> dict:
 def _runs_for(recipe, sites: list[Site], opts: Options, fixed: bool) -> list[dict]:
     """The child specs for one recipe (row + backend) and the sites it serves: the bug side
     (one run, or one per target when the recipe isolates), or the fixed side (every fix)."""
-    targets = {s.canonical: s.owner for s in sites}
+    targets: dict[str, str | None] = {}
+    for s in sites:
+        # sites sharing a target share its owner: a path-qualified owner wins over a bare name
+        if ":" not in (targets.get(s.canonical) or ""):
+            targets[s.canonical] = s.owner
     rebuilt = sorted({s.canonical.split(".", 1)[-1] for s in sites if s.rebuilt})
     _mark_rebuilt(rebuilt)
     fixes = recipe.fixes_for(targets)

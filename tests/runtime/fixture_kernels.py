@@ -267,3 +267,57 @@ class HiddenRecipe(FixtureRecipe):
     family = "fixture (module-level cache)"
     classes = ("HiddenGlobalKernel",)
     kernel_cls = HiddenGlobalKernel
+
+
+class OutputWrapper:
+    """B12x's ``B12xMoEWrapper`` shape: a pre-allocated output buffer the kernel writes."""
+
+    def __init__(self, rows: int, cols: int):
+        self.buf = torch.zeros(rows, cols)
+
+    def run(self, x, w):
+        out = self.buf[: x.shape[0]]
+        torch.mm(x, w.t(), out=out)
+        return out
+
+
+class LazyExperts:
+    def __init__(self):
+        self._wrapper = None
+
+    def _ensure_wrapper(self, rows: int, cols: int) -> OutputWrapper:
+        if self._wrapper is None:
+            self._wrapper = OutputWrapper(rows, cols)
+        return self._wrapper
+
+
+class LazyWrapperKernel:
+    """Post-load rebuilds the experts object; its wrapper is built at the first forward."""
+
+    def process_weights_after_loading(self, layer):
+        self.experts = LazyExperts()
+
+    def apply(self, layer, x):
+        wrapper = self.experts._ensure_wrapper(8, layer.out_features)
+        return wrapper.run(x, layer.weight) * 1.0
+
+
+@register
+class LazyWrapperRecipe(FixtureRecipe):
+    name = "fixture-lazy-wrapper"
+    family = "fixture (B12x wrapper shape)"
+    classes = ("LazyWrapperKernel", "LazyExperts")
+    kernel_cls = LazyWrapperKernel
+    target_aliases = {"self.experts": ("self._wrapper",)}
+
+    def fixes(self):
+        return {
+            "self.experts": Fix(
+                "self.experts",
+                "reuse rebuilt",
+                lambda: fx.reuse_rebuilt(
+                    LazyWrapperKernel, "self.experts", lambda k, layer: getattr(k, "experts", None)
+                ),
+                "reuse the captured experts' lazily built wrapper and its buffer",
+            )
+        }

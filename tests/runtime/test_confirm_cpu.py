@@ -121,6 +121,19 @@ def test_rebuilt_object_constants_red_then_green_with_reuse():
     assert fixed.verdict == "green", fixed.reason
 
 
+def test_first_forward_wrapper_is_reached_red_then_green_when_the_rebuilt_object_reuses_it():
+    """The wrapper is stored at the first forward (not in post-load): the line tracer covers the
+    first forward, and the rebuilt-object fix carries the captured wrapper over to the rebuilt
+    experts (B12x's _ensure_wrapper shape)."""
+    src = Path(fk.__file__).read_text().splitlines()
+    line = next(i + 1 for i, t in enumerate(src) if "self._wrapper = OutputWrapper(" in t)
+    out = run(finding("LazyExperts._ensure_wrapper", "self._wrapper", "RL108", line=line))
+    bug, fixed = out["bug"], out["fixed"]
+    assert bug.verdict == "red", bug.reason
+    assert any(r["path"].endswith("_wrapper.buf") for r in linked_rows(bug)), bug.census
+    assert fixed.verdict == "green", fixed.reason
+
+
 def test_correct_kernel_is_green_on_the_bug_side():
     out = run(finding("RegisteredKernel.process_weights_after_loading", "layer.sort_idx", "RL101"))
     assert set(out) == {"bug"}  # no fix to apply: no fixed side

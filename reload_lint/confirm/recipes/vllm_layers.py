@@ -125,6 +125,13 @@ class FamilyRecipe(Recipe):
             dims = {"qk_nope_head_dim": MLA_P, "qk_rope_head_dim": 64, "v_head_dim": MLA_V}
         self._shim = install_model_config(torch.bfloat16, quant, **dims)
         force_backend(self.backend)
+        if self.row.quant is not None:
+            # loads the row's quant-method module, so that the fixes (applied before any layer
+            # is built) find its classes by name
+            try:
+                build_quant_config(self.row)
+            except Exception:
+                pass  # construct raises it again, as the stage's error
         if self.row.layer == "moe":
             import torch
             from vllm.v1.worker.workspace import init_workspace_manager
@@ -161,6 +168,7 @@ class FamilyRecipe(Recipe):
             quant_config=build_quant_config(self.row),
             prefix=f"model.layers.{next(_COUNTER)}.mlp.experts",
             activation=self.row.activation,
+            **dict(self.row.moe_kwargs),
         )
         experts = layer.routed_experts
         self._layer = experts
@@ -195,8 +203,10 @@ class FamilyRecipe(Recipe):
                 *notes,
                 *shim_notes(),
                 *([self._shim] if self._shim else []),
+                *(f"row {self.row.id}: {n}" for n in self.row.notes),
             ],
             component=qualified_class(qm),
+            standins=set(self.row.standins),
         )
 
     def _construct_linear(self, device: str) -> Built:
