@@ -3,7 +3,7 @@ the small value/trace helpers the rooms share."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from reload_lint.analysis import values as V
 from reload_lint.analysis.values import AV
@@ -84,17 +84,7 @@ def _with_step(v: AV, path: str, f: dict) -> AV:
     if v.kind in (V.FRESH, V.PARAM) and v.trace:
         step = TraceStep(path, f["line"], f"returned by {f['qn']}")
         if step not in v.trace:
-            return AV(
-                v.kind,
-                conf=v.conf,
-                trace=v.trace + (step,),
-                cls=v.cls,
-                items=v.items,
-                src=v.src,
-                value=v.value,
-                fn=v.fn,
-                oid=v.oid,
-            )
+            return replace(v, trace=v.trace + (step,))
     return v
 
 
