@@ -283,3 +283,183 @@ def test_install_patches_exactly_the_capability_checks_and_vllm_names(monkeypatc
     assert B12xMoEWrapper is standins.B12xMoEWrapper
     Platform.is_cuda = staticmethod(lambda: False)
     assert Monolithic._supports_current_device() is False  # only the capability part dropped
+
+
+# -- the stand-ins against vLLM's own code (the cached 0.25.1 sources, run on CPU) ---------------
+
+
+def _vllm_def(relpath: str, name: str, cls: str | None = None, **globs):
+    """A function (or a class's method) from the cached vLLM 0.25.1 sources, compiled alone with
+    ``globs`` as its module globals."""
+    import ast
+
+    from reload_lint.sources import cache_root
+
+    src = cache_root() / "sources" / "vllm-0.25.1" / relpath
+    if not src.exists():
+        pytest.skip("vLLM 0.25.1 sources are not cached")
+    tree = ast.parse(src.read_text())
+    body = tree.body
+    if cls is not None:
+        body = next(n for n in body if isinstance(n, ast.ClassDef) and n.name == cls).body
+    node = next(n for n in body if isinstance(n, ast.FunctionDef) and n.name == name)
+    node.decorator_list = []
+    ns = {"torch": torch, **globs}
+    exec(compile(ast.Module(body=[node], type_ignores=[]), str(src), "exec"), ns)
+    return ns[name]
+
+
+def test_trtllm_weight_shuffle_of_vllm_runs_on_the_standins(clean_modules):
+    if importlib.util.find_spec("flashinfer") is not None:
+        pytest.skip("a real flashinfer is installed")
+    standins.install([n for n in BY_ID["moe-modelopt-nvfp4-trtllm"].standins if "flashinfer" in n])
+    prep = _vllm_def(
+        "vllm/model_executor/layers/quantization/utils/flashinfer_fp4_moe.py",
+        "prepare_static_weights_for_trtllm_fp4_moe",
+    )
+    e, h, i = 2, 256, 128
+    w13 = torch.randint(0, 255, (e, 2 * i, h // 2), dtype=torch.uint8)
+    w2 = torch.randint(0, 255, (e, h, i // 2), dtype=torch.uint8)
+    s13 = torch.rand(e, 2 * i, h // 16).to(torch.float8_e4m3fn)
+    s2 = torch.rand(e, h, i // 16).to(torch.float8_e4m3fn)
+    a, b, c, d = prep(w13, w2, s13, s2, h, i, e, is_gated_activation=True)
+    assert a.shape == w13.shape and c.shape == w2.shape
+    assert b.shape == s13.shape and d.shape == s2.shape and b.dtype == torch.float8_e4m3fn
+    assert torch.equal(a[0].sort(dim=0).values, w13[0].sort(dim=0).values)  # rows permuted
+
+
+def test_b12x_post_load_of_vllm_runs_on_the_standins_and_aliases_the_scales():
+    from types import SimpleNamespace
+
+    pwal = _vllm_def(
+        "vllm/model_executor/layers/fused_moe/experts/flashinfer_b12x_moe.py",
+        "process_weights_after_loading",
+        cls="FlashInferB12xExperts",
+        flashinfer_convert_sf_to_mma_layout=standins._convert_sf_to_mma_layout,
+    )
+    e, m, ksf = 2, 256, 16
+    layer = torch.nn.Module()
+    for name, shape in (("w13", (e, m, ksf)), ("w2", (e, 128, ksf // 2))):
+        layer.register_parameter(
+            f"{name}_weight_scale", torch.nn.Parameter(torch.ones(shape).to(torch.float8_e4m3fn))
+        )
+        layer.register_parameter(f"{name}_weight_scale_2", torch.nn.Parameter(torch.ones(e)))
+    layer.w13_weight = torch.zeros(e, m, 64, dtype=torch.uint8)
+    self = SimpleNamespace(
+        a2_gscale=torch.full((e,), 40.0),
+        w1_scale=layer.w13_weight_scale,
+        w2_scale=layer.w2_weight_scale,
+        num_local_experts=e,
+    )
+    pwal(self, layer)
+    assert self._fc2_input_scale is self.a2_gscale and float(self.a2_gscale[0]) == 1.0
+    assert self.w1_sf_mma.shape == (32, 4, 2, 4, 4, 2)
+    # the MMA view aliases the (rebound) layer parameter's storage, as flashinfer's does
+    ptr = layer.w13_weight_scale.untyped_storage().data_ptr()
+    assert self.w1_sf_mma.untyped_storage().data_ptr() == ptr
+
+
+def test_trtllm_monolithic_apply_of_vllm_runs_on_the_standins(clean_modules):
+    import enum
+    from types import SimpleNamespace
+
+    if importlib.util.find_spec("flashinfer") is not None:
+        pytest.skip("a real flashinfer is installed")
+    standins.install([n for n in BY_ID["moe-modelopt-nvfp4-trtllm"].standins if "flashinfer" in n])
+    act = enum.Enum(
+        "MoEActivation",
+        "SILU_NO_MUL GELU_NO_MUL SILU SWIGLUOAI_UNINTERLEAVE GELU GELU_TANH RELU2_NO_MUL",
+    )
+    utils = "vllm/model_executor/layers/quantization/utils/flashinfer_utils.py"
+    to_type = _vllm_def(utils, "activation_to_flashinfer_type", MoEActivation=act)
+    to_int = _vllm_def(utils, "activation_to_flashinfer_int")
+    to_int.__globals__["activation_to_flashinfer_type"] = to_type
+    routing = enum.Enum("RoutingMethodType", "RenormalizeNaive Llama4")
+    apply = _vllm_def(
+        "vllm/model_executor/layers/fused_moe/experts/trtllm_nvfp4_moe.py",
+        "apply",
+        cls="TrtLlmNvFp4ExpertsMonolithic",
+        activation_to_flashinfer_int=to_int,
+        RoutingMethodType=routing,
+    )
+    e, t, h, i = 4, 3, 256, 128
+    f8 = torch.float8_e4m3fn
+    self = SimpleNamespace(
+        _supports_activation=lambda a: True,
+        routing_method_type=routing.RenormalizeNaive,
+        quant_config=SimpleNamespace(
+            w1_scale=torch.ones(e, 2 * i, h // 16).to(f8),
+            w2_scale=torch.ones(e, h, i // 16).to(f8),
+            g1_alphas=torch.ones(e),
+            g2_alphas=torch.ones(e),
+        ),
+        gemm1_alpha=torch.ones(e),
+        gemm1_beta=None,
+        gemm1_clamp_limit=torch.full((e,), 7.0),
+        g1_scale_c=torch.ones(e),
+        topk=2,
+        intermediate_size_per_partition=i,
+        ep_rank=0,
+        local_num_experts=e,
+    )
+    x = torch.randn(t, h, dtype=torch.bfloat16)
+    hs, scale = standins._scaled_fp4_quant(x, torch.ones(e), is_sf_swizzled_layout=False)
+    out = apply(
+        self,
+        hidden_states=hs,
+        w1=torch.zeros(e, 2 * i, h // 2, dtype=torch.uint8),
+        w2=torch.zeros(e, h, i // 2, dtype=torch.uint8),
+        router_logits=torch.randn(t, e),
+        activation=act.SILU,
+        global_num_experts=e,
+        expert_map=None,
+        a1q_scale=scale,
+        apply_router_weight_on_input=False,
+    )
+    assert out.shape == (t, h) and out.dtype == torch.bfloat16
+
+
+def test_b12x_apply_of_vllm_builds_the_wrapper_and_reads_its_buffer(clean_modules, monkeypatch):
+    from types import MethodType, SimpleNamespace
+
+    if importlib.util.find_spec("flashinfer") is not None:
+        pytest.skip("a real flashinfer is installed")
+    standins.install(["flashinfer.fused_moe.B12xMoEWrapper"])
+    path = "vllm/model_executor/layers/fused_moe/experts/flashinfer_b12x_moe.py"
+    ensure = _vllm_def(path, "_ensure_wrapper", cls="FlashInferB12xExperts")
+    apply = _vllm_def(path, "apply", cls="FlashInferB12xExperts")
+    e, t, h, i = 4, 3, 64, 32
+    self = SimpleNamespace(
+        _wrapper=None,
+        global_num_experts=e,
+        topk=2,
+        hidden_dim=h,
+        intermediate_size_per_partition=i,
+        max_num_tokens=16,
+        num_local_experts=e,
+        _activation_str="silu",
+        w1_scale=torch.ones(1),
+        w2_scale=torch.ones(1),
+        g1_alphas=torch.ones(e),
+        g2_alphas=torch.ones(e),
+        _fc2_input_scale=torch.ones(e),
+        w1_sf_mma=torch.ones(1),
+        w2_sf_mma=torch.ones(1),
+    )
+    self._ensure_wrapper = MethodType(ensure, self)
+    # vLLM passes no device (flashinfer's default "cuda"): build it on CPU here
+    orig = standins.B12xMoEWrapper.__init__
+    monkeypatch.setattr(
+        standins.B12xMoEWrapper,
+        "__init__",
+        lambda w, *a, **kw: orig(w, *a, **{**kw, "device": "cpu"}),
+    )
+    output = torch.empty(t, h, dtype=torch.bfloat16)
+    x = torch.randn(t, h, dtype=torch.bfloat16)
+    w = torch.zeros(e, 2 * i, h // 2, dtype=torch.uint8)
+    topk_weights, topk_ids = torch.ones(t, 2), torch.zeros(t, 2, dtype=torch.int64)
+    args = (output, x, w, w, topk_weights, topk_ids, None, e, None, None, None, None, None, None)
+    apply(self, *args, None)
+    assert isinstance(self._wrapper, standins.B12xMoEWrapper)
+    assert self._wrapper._moe_output.shape == (16, h)
+    assert torch.equal(output, self._wrapper._moe_output[:t])
