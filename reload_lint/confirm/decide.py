@@ -129,6 +129,44 @@ def guard_of(path: str, line: int) -> str | None:
 # -- the verdict --------------------------------------------------------------------------------
 
 
+def _masked(finding, census: dict, err: dict, fixed: bool) -> tuple[str, str | None, str]:
+    """vLLM's own reload raised because post-load left a plain attribute where a checkpoint
+    Parameter was (``err["masked"]``: the ``module.attr`` names). The finding that stores that
+    attribute is the masking site: red ``masked`` when the capture read its storage (the update
+    fails loudly and the graph keeps serving the old weights), unread when it did not. Any
+    other finding of the layer cannot be judged by this run: the runner reruns the build with
+    the masking site's fix as a precondition (``fixes.PRECONDITIONS``)."""
+    from reload_lint.confirm.targets import parse_target
+
+    names = [m.rsplit(".", 1)[-1] for m in err["masked"]]
+    base, attrs = parse_target(finding.target)
+    side = "fix does not hold: " if fixed else ""
+    why = (
+        f"vLLM's layerwise reload raises {err['error']} (restore_layer_on_meta re-registers "
+        f"the checkpoint Parameter over the plain attribute post-load left in its place)"
+    )
+    if base == "layer" and attrs and attrs[0] in names:
+        linked_paths = set(census["linked"].get(finding.fingerprint, []))
+        linked = [r for r in census["rows"] if r["path"] in linked_paths]
+        visible = [r for r in linked if r["graph_visible"]]
+        if visible:
+            return (
+                "red",
+                "masked",
+                side + f"{why}; the capture read {visible[0]['path']} (graph-visible): no new "
+                "weights reach it, the update fails loudly and the graph keeps the old ones",
+            )
+        if linked:
+            return "unread", None, side + f"{why}; the capture never read {linked[0]['path']}"
+        return "inconclusive", None, f"{why}; nothing recorded to link {finding.target}"
+    return (
+        "inconclusive",
+        None,
+        f"{why}: masked by `layer.{names[0]}`; this site is judged by the run with that "
+        "masking site's fix as a precondition",
+    )
+
+
 def _fmt(r: dict) -> str:
     if r["freed"]:
         return f"{r['path']} freed (was {r['old_ptr']})"
@@ -196,6 +234,8 @@ def decide(finding, msgs: list[dict], outcome: dict, fixed: bool) -> tuple[str, 
                 f"child died {outcome['stage']} (exit {outcome['exitcode']})",
             )
         return "inconclusive", None, "no census was taken"
+    if err is not None and err["stage"] == "reload" and err.get("masked"):
+        return _masked(finding, census, err, fixed)
     rows = census["rows"]
     linked_paths = set(census["linked"].get(finding.fingerprint, []))
     linked = [r for r in rows if r["path"] in linked_paths]

@@ -15,14 +15,16 @@ from pathlib import Path
 from reload_lint import __version__
 from reload_lint.fsutil import atomic_write_text
 
-EVIDENCE_SCHEMA_VERSION = "1.1"
+EVIDENCE_SCHEMA_VERSION = "1.2"
 
 #: red: a linked storage the captured graph reads moved or was freed (confirmed);
 #: green: the linked storages stayed put and the replay matched a cold load (not confirmed);
 #: unread: a linked storage moved or was freed, but the capture never read it;
 #: inconclusive: neither could be established (the reason says which piece is missing).
 VERDICTS = ("red", "green", "unread", "inconclusive")
-FAILURES = ("livelock", "illegal access", "stale read", "moved", "freed")
+#: masked: vLLM's own reload raised because the post-load left a plain attribute over a
+#: checkpoint Parameter (the update fails loudly; the graph keeps the old weights)
+FAILURES = ("livelock", "illegal access", "stale read", "moved", "freed", "masked")
 #: replay: the real kernels ran under a captured CUDA graph and were replayed;
 #: census: the real Python ran (post-load, reload, forward) with stand-ins for ops this device
 #: lacks, so only the storage census counts, no replay.
@@ -62,6 +64,9 @@ class EvidenceRecord:
     built: list[str] = field(default_factory=list)  # qualified classes the component built
     component: str | None = None  # the quant method / scheme / kernel class the harness drove
     row: str | None = None  # the family table row (confirm/families.py)
+    # -- 1.2 ---------------------------------------------------------------------------------
+    #: fixes applied on both sides so the reload gets past a masking site (fixes.PRECONDITIONS)
+    preconditions: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict:
         return asdict(self)

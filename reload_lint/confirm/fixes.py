@@ -10,7 +10,11 @@ Four shapes, the ones the seeds converged on:
 * ``late_bind``: register a tensor hidden in a partial's keywords and replace the partial with a
   callable that reads the registered parameter at call time (the Machete ``act_perm`` fix).
 * ``reuse_rebuilt``: for an object the hook rebuilds (MoE experts), copy every tensor of the new
-  object into the old object's storage and rebind, preserving aliasing.
+  object into the old object's storage and rebind, preserving aliasing; state the old object
+  allocated lazily (on first use) is carried over where the new one has none yet.
+
+A *precondition* (``PRECONDITIONS``) is a fix applied on both sides of a build: ``unshadow``
+lets vLLM's reload get past a post-load that masks it, so the sites behind it can be judged.
 
 Each returns an undo callable (tests restore the classes they patch).
 """
@@ -67,20 +71,51 @@ def _owner(self, layer, base: str):
     return self if base == "self" else layer
 
 
+#: attributes a ``reuse_storage`` fix wants kept when the ``unshadow`` precondition takes them
+#: off a layer (otherwise that precondition drops them, as the post-load's own store would)
+KEEP_ASIDE: set[str] = set()
+#: (id(layer), attr) -> the value ``unshadow`` took off the layer, for ``reuse_storage``
+HELD_ASIDE: dict[tuple[int, str], object] = {}
+
+
+def _holds_tensor(obj, depth: int = 0) -> bool:
+    if isinstance(obj, torch.Tensor):
+        return True
+    if depth > 4 or not hasattr(obj, "__dict__") or isinstance(obj, (torch.nn.Module, type)):
+        return False
+    return any(_holds_tensor(v, depth + 1) for v in vars(obj).values())
+
+
 def reuse_storage(cls: type, target: str, method: str = "process_weights_after_loading"):
+    """Keep the captured storage of ``target`` across the post-load: a tensor gets the new
+    values copied into it; an object holding tensors (a triton ``Tensor`` wrapper, a
+    ``PrecisionConfig``) keeps the new object with its tensors rebound to the captured ones."""
     base, attr = _split(target)
+    if base == "layer":
+        KEEP_ASIDE.add(attr)
 
     def before(self, layer):
         owner = _owner(self, layer, base)
         # a plain attribute only: registered parameters are the copy-back's business, and
         # during a reload they are the freshly materialized ones, not the captured storage
         prev = vars(owner).get(attr) if hasattr(owner, "__dict__") else None
-        return prev if isinstance(prev, torch.Tensor) and not prev.is_meta else None
+        if prev is None:
+            prev = HELD_ASIDE.pop((id(owner), attr), None)
+        if isinstance(prev, torch.Tensor):
+            return prev if not prev.is_meta else None
+        return prev if prev is not None and _holds_tensor(prev) else None
 
     def after(self, layer, prev):
         owner = _owner(self, layer, base)
         new = getattr(owner, attr, None)
-        if prev is None or not isinstance(new, torch.Tensor) or new is prev:
+        if prev is None or new is None or new is prev:
+            return
+        if not isinstance(prev, torch.Tensor):
+            if isinstance(new, torch.Tensor):
+                raise FixError(f"{target}: a tensor replaced a {type(prev).__name__}")
+            merge_into(prev, new, target)
+            return
+        if not isinstance(new, torch.Tensor):
             return
         if not _compatible(prev, new):
             raise FixError(
@@ -92,6 +127,47 @@ def reuse_storage(cls: type, target: str, method: str = "process_weights_after_l
         setattr(owner, attr, prev)
 
     return wrap_method(cls, method, after, before)
+
+
+def unshadow():
+    """Precondition for a layer whose post-load masks the next reload: vLLM's
+    ``restore_layer_on_meta`` re-registers each checkpoint Parameter by name, and a plain
+    attribute the post-load left under that name (``layer.w13_weight = <triton Tensor>`` after
+    deleting the Parameter) makes ``register_parameter`` raise ``KeyError: attribute ... already
+    exists``. The fix shape: before the restore, take the plain attribute off the layer (kept
+    aside only for a ``reuse_storage`` fix of that attribute; otherwise dropped, as the post-load's
+    own store would drop it). Returns an undo."""
+    from vllm.model_executor.model_loader.reload import layerwise
+
+    orig = layerwise.restore_layer_on_meta
+
+    def restore_layer_on_meta(layer, info):
+        meta = info.restore_metadata or ({}, {})
+        for name in [*meta[0], *meta[1]]:
+            if name in vars(layer) and name not in layer._parameters and name not in layer._buffers:
+                value = vars(layer).pop(name)
+                if name in KEEP_ASIDE:
+                    HELD_ASIDE[(id(layer), name)] = value
+        return orig(layer, info)
+
+    layerwise.restore_layer_on_meta = restore_layer_on_meta
+
+    def undo():
+        layerwise.restore_layer_on_meta = orig
+
+    return undo
+
+
+#: preconditions by name (``spec["preconditions"]``): fixes applied to both sides of a build
+#: so that the reload reaches the sites behind a masking one
+PRECONDITIONS = {
+    "unshadow": (
+        unshadow,
+        "unshadow: before vLLM's restore_layer_on_meta, a plain attribute the post-load left "
+        "over a deleted checkpoint Parameter is taken off the layer (the masking site's fix), "
+        "so the reload proceeds",
+    ),
+}
 
 
 def register(cls: type, target: str, method: str = "process_weights_after_loading"):
@@ -164,82 +240,62 @@ def reuse_rebuilt(
     getter: Callable[[object, torch.nn.Module], object],
     method: str = "process_weights_after_loading",
 ):
-    """``getter(self, layer)`` returns the rebuilt object; its tensor attributes keep storage.
-
-    A helper object the old one created lazily after post-load (at its first forward, e.g. a
-    kernel wrapper with pre-allocated CUDA-graph buffers) and the rebuilt one has not created
-    yet (``None``) is carried over: the rebuilt object reuses the captured helper."""
+    """``getter(self, layer)`` returns the rebuilt object; its tensors keep the captured
+    storages (``merge_into``)."""
 
     def before(self, layer):
         try:
-            old = getter(self, layer)
+            return getter(self, layer)
         except Exception:  # first load: nothing to reuse yet
             return None
-        return (_tensor_attrs(old), _helper_attrs(old)) if old is not None else None
 
-    def after(self, layer, state):
-        if not state or not state[0] and not state[1]:
+    def after(self, layer, old):
+        if old is None:
             return
-        old_attrs, old_helpers = state
         new = getter(self, layer)
-        if new is None:
+        if new is None or new is old:
             return
-        by_new_id: dict[int, torch.Tensor] = {}
-        for name, (holder, new_t) in _tensor_attrs(new).items():
-            old = old_attrs.get(name)
-            if old is None:
-                continue
-            old_t = old[1]
-            if new_t is old_t:
-                continue
-            if not _compatible(old_t, new_t):
-                raise FixError(f"{target}.{name}: rebuilt tensor is incompatible with captured one")
-            if id(new_t) not in by_new_id:
-                with torch.no_grad():
-                    old_t.copy_(new_t)
-                by_new_id[id(new_t)] = old_t
-            object.__setattr__(holder, name.rsplit(".", 1)[-1], by_new_id[id(new_t)])
-        for name, helper in old_helpers.items():
-            path, _, leaf = name.rpartition(".")
-            holder = new
-            for step in path.split(".") if path else ():
-                holder = getattr(holder, step, None)
-            if holder is not None and getattr(holder, leaf, 0) is None:
-                object.__setattr__(holder, leaf, helper)
+        merge_into(old, new, target)
 
     return wrap_method(cls, method, after, before)
 
 
-def _helper_attrs(obj, prefix: str = "", depth: int = 0, seen=None) -> dict:
-    """name -> object for plain objects below ``obj`` that hold tensors (helpers a rebuilt
-    object may create lazily)."""
-    seen = seen if seen is not None else set()
-    out: dict = {}
-    if obj is None or id(obj) in seen or depth > 4 or not hasattr(obj, "__dict__"):
-        return out
-    seen.add(id(obj))
-    for name, v in list(vars(obj).items()):
-        if isinstance(v, (torch.Tensor, torch.nn.Module, type)) or not hasattr(v, "__dict__"):
+def merge_into(old, new, target: str) -> None:
+    """Walk the old and the rebuilt object side by side: each tensor of ``new`` is copied into
+    the old object's tensor of the same attribute path and rebound to it (aliases stay aliases);
+    state the old object built lazily (a permute scratch allocated on first use) where the new
+    one still holds None is carried over, so the next forward reuses it instead of allocating."""
+    copied: dict[int, torch.Tensor] = {}
+    _merge(old, new, target, copied, 0, set())
+
+
+def _merge(old, new, where: str, copied: dict, depth: int, seen: set) -> None:
+    if depth > 5 or id(new) in seen or not hasattr(new, "__dict__") or not hasattr(old, "__dict__"):
+        return
+    seen.add(id(new))
+    new_vars = vars(new)
+    for name, old_v in list(vars(old).items()):
+        if name not in new_vars:
             continue
-        if _tensor_attrs(v):
-            out[f"{prefix}{name}"] = v
-        out.update(_helper_attrs(v, f"{prefix}{name}.", depth + 1, seen))
-    return out
-
-
-def _tensor_attrs(obj, prefix: str = "", depth: int = 0, seen=None) -> dict:
-    """name -> (holder, tensor) for plain tensor attributes of obj and nested plain objects."""
-    seen = seen if seen is not None else set()
-    out: dict = {}
-    if obj is None or id(obj) in seen or depth > 4 or not hasattr(obj, "__dict__"):
-        return out
-    seen.add(id(obj))
-    for name, v in list(vars(obj).items()):
-        key = f"{prefix}{name}"
-        if isinstance(v, torch.Tensor):
-            # parameters too: a rebuilt config can hold a staged parameter that the copy-back
-            # detached from the layer (the CUTLASS MoE quant config's scales)
-            out[key] = (obj, v)
-        elif hasattr(v, "__dict__") and not isinstance(v, (torch.nn.Module, type)):
-            out.update(_tensor_attrs(v, f"{key}.", depth + 1, seen))
-    return out
+        new_v = new_vars[name]
+        path = f"{where}.{name}"
+        if isinstance(old_v, torch.Tensor):
+            if not isinstance(new_v, torch.Tensor) or new_v is old_v:
+                continue
+            if id(new_v) in copied:
+                object.__setattr__(new, name, copied[id(new_v)])
+                continue
+            if not _compatible(old_v, new_v):
+                raise FixError(f"{path}: rebuilt tensor is incompatible with captured one")
+            with torch.no_grad():
+                old_v.copy_(new_v)
+            copied[id(new_v)] = old_v
+            object.__setattr__(new, name, old_v)
+        elif new_v is None and old_v is not None and _holds_tensor(old_v):
+            object.__setattr__(new, name, old_v)  # lazily built on the old object: keep it
+        elif (
+            new_v is not old_v
+            and hasattr(new_v, "__dict__")
+            and not isinstance(new_v, (torch.nn.Module, type))
+        ):
+            _merge(old_v, new_v, path, copied, depth + 1, seen)

@@ -14,6 +14,7 @@ import gc
 import importlib
 import math
 import os
+import re
 import sys
 import time
 import traceback
@@ -110,6 +111,7 @@ class Run:
     hold: object = None
     executed: dict | None = None
     driver_note: str | None = None
+    stop: bool = False  # a stage ended the run early with its own messages (masked reload)
 
 
 def stage_setup(run: Run) -> None:
@@ -137,7 +139,14 @@ def stage_fixes(run: Run) -> None:
         fix = run.fixes[target]
         fix.apply()
         applied.append(f"{fix.kind}: {fix.description}")
-    run.send("fixes", applied=applied)
+    from reload_lint.confirm.fixes import PRECONDITIONS
+
+    pre = []
+    for name in run.spec.get("preconditions", []):
+        apply, description = PRECONDITIONS[name]
+        apply()
+        pre.append(description)
+    run.send("fixes", applied=applied, preconditions=pre)
 
 
 def _load(run: Run, seed: int, record: bool = False):
@@ -262,12 +271,50 @@ def stage_capture(run: Run) -> None:
         raise RuntimeError(f"replay before reload disagrees with eager A: {replay_a}")
 
 
+_SHADOW = re.compile(r"attribute '(\w+)' already exists")
+
+
+def shadowing(model) -> list[str]:
+    """``module.attr`` for each plain attribute that sits where the reload will re-register a
+    checkpoint Parameter or buffer of the same name (vLLM's restore metadata)."""
+    from vllm.model_executor.model_loader.reload.layerwise import get_layerwise_info
+
+    out = []
+    for mname, m in model.named_modules():
+        meta = getattr(get_layerwise_info(m), "restore_metadata", None) or ({}, {})
+        for name in [*meta[0], *meta[1]]:
+            if name in vars(m) and name not in m._parameters and name not in m._buffers:
+                out.append(f"{mname}.{name}" if mname else name)
+    return out
+
+
 def stage_reload(run: Run) -> None:
     import torch
 
     _, seed_b = run.spec.get("seeds", (1, 2))
-    with torch.no_grad():
-        run.driver.reload(run.built.model, run.recipe.checkpoint(seed_b, run.spec["device"]))
+    shadows = shadowing(run.built.model) if run.driver.name == "vllm-layerwise" else []
+    try:
+        with torch.no_grad():
+            run.driver.reload(run.built.model, run.recipe.checkpoint(seed_b, run.spec["device"]))
+    except KeyError as exc:
+        m = _SHADOW.search(str(exc))
+        if m is None or not shadows:
+            raise
+        # the post-load masked the reload: vLLM's restore_layer_on_meta refuses to register a
+        # checkpoint Parameter over the plain attribute post-load left under its name. The
+        # update fails loudly; the census still says which storages the capture read.
+        run.send(
+            "reload",
+            ok=False,
+            error=f"KeyError: {exc}"[:500],
+            error_type="KeyError",
+            masked=shadows,
+            continues=True,
+            tb=traceback.format_exc()[-4000:],
+        )
+        stage_census(run)
+        run.stop = True
+        return
     gc.collect()
     run.send("reload", reload_path=run.driver.name)
 
@@ -351,6 +398,9 @@ def run_pipeline(conn, spec: dict) -> None:
         for name, fn in PIPELINE:
             stage = name
             fn(run)
+            if run.stop:
+                send("done")
+                break
     except BaseException as exc:
         msg = str(exc).strip().splitlines()
         extra = {"executed": run.executed} if run.executed is not None else {}

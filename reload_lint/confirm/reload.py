@@ -29,15 +29,24 @@ def load_weights(model: torch.nn.Module, weights) -> None:
 
     ``weights`` is ``{name: tensor}`` (loader called as ``loader(param, tensor)``) or a list of
     ``(name, tensor, extra_args)`` for loaders that take more (FusedMoE's ``weight_name,
-    shard_id, expert_id``)."""
-    items = weights.items() if isinstance(weights, dict) else weights
+    shard_id, expert_id``).
+
+    The parameters are looked up once, before the first load, as vLLM's model ``load_weights``
+    does (``params_dict = dict(self.named_parameters())``): during a layerwise reload a layer
+    processes as soon as its counted elements are in, and a later load must still reach the
+    restored checkpoint parameter (whose wrapped loader drops it as excess), not whatever the
+    processing registered under that name since."""
+    items = list(weights.items() if isinstance(weights, dict) else weights)
+    params = dict(model.named_parameters())
+    buffers = dict(model.named_buffers())
     for item in items:
         name, w = item[0], item[1]
         extra = tuple(item[2]) if len(item) > 2 else ()
-        try:
-            param = model.get_parameter(name)
-        except AttributeError:
-            param = model.get_buffer(name)
+        param = params.get(name)
+        if param is None:
+            param = buffers.get(name)
+        if param is None:
+            raise AttributeError(f"`{name}` is neither a parameter nor a buffer of the model")
         loader = getattr(param, "weight_loader", None)
         with torch.no_grad():
             if loader is not None:

@@ -27,12 +27,23 @@ def site_verdicts(evidence: list[dict]) -> dict[str, tuple[dict, dict | None, li
         by_fp[r["fingerprint"]].append(r)
     out = {}
     for fp, recs in by_fp.items():
-        bug = sorted((r for r in recs if not r["fixed"]), key=lambda r: _RANK[r["verdict"]])
+        # among equally severe records, one that ran to a replay before a masked reload
+        bug = sorted(
+            (r for r in recs if not r["fixed"]),
+            key=lambda r: (_RANK[r["verdict"]], r.get("failure") == "masked"),
+        )
         if not bug:
             continue
         head = bug[0]
         fixed = next(
-            (r for r in recs if r["fixed"] and r.get("recipe") == head.get("recipe")), None
+            (
+                r
+                for r in recs
+                if r["fixed"]
+                and r.get("recipe") == head.get("recipe")
+                and r.get("preconditions", []) == head.get("preconditions", [])
+            ),
+            None,
         )
         out[fp] = (head, fixed, bug[1:])
     return out

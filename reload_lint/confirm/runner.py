@@ -99,7 +99,7 @@ def run_child(spec: dict, opts: Options) -> tuple[list[dict], dict]:
             msgs.append(msg)
             if msg["stage"] == "replay_start":
                 replay_started = time.monotonic()
-            if not msg.get("ok", True) or msg["stage"] == "done":
+            if msg["stage"] == "done" or not (msg.get("ok", True) or msg.get("continues")):
                 break
             continue
         if not proc.is_alive() and not recv.poll(0):
@@ -269,9 +269,12 @@ def _base(f: Finding, opts: Options, site: Site) -> dict:
     }
 
 
-def _runs_for(recipe, sites: list[Site], opts: Options, fixed: bool) -> list[dict]:
+def _runs_for(
+    recipe, sites: list[Site], opts: Options, fixed: bool, preconditions: tuple[str, ...] = ()
+) -> list[dict]:
     """The child specs for one recipe (row + backend) and the sites it serves: the bug side
-    (one run, or one per target when the recipe isolates), or the fixed side (every fix)."""
+    (one run, or one per target when the recipe isolates), or the fixed side (every fix).
+    ``preconditions`` (fixes.PRECONDITIONS) apply to both sides."""
     targets: dict[str, str | None] = {}
     for s in sites:
         # sites sharing a target share its owner: a path-qualified owner wins over a bare name
@@ -289,6 +292,7 @@ def _runs_for(recipe, sites: list[Site], opts: Options, fixed: bool) -> list[dic
         "targets": targets,
         "seeds": list(opts.seeds),
         "watch": sorted({s.finding.path for s in sites}),
+        "preconditions": list(preconditions),
     }
     if fixed:
         if not any(s.canonical in fixes for s in sites):
@@ -371,6 +375,7 @@ def _record(site: Site, recipe, spec, msgs, outcome, opts, t0) -> EvidenceRecord
         backend=load_a.get("backend"),
         built=list(cap.get("built", [])),
         component=load_a.get("component"),
+        preconditions=list(fx.get("preconditions", [])),
     )
 
 
@@ -439,12 +444,19 @@ def confirm(findings: list[Finding], opts: Options) -> list[EvidenceRecord]:
             _say_record(opts, rec)
     lock = threading.Lock()
     red_recipes: set[str] = set()
+    #: builds whose reload vLLM itself refused because a post-load masked it (the names of the
+    #: shadowing attributes): rerun with the masking site's fix as a precondition
+    masked: dict[str, list[str]] = {}
 
     def one(job):
         name, recipe, group, spec = job
         t0 = time.monotonic()
         msgs, outcome = run_child(spec, opts)
         served = {e["fingerprint"] for e in spec["findings"]}
+        err = failed(msgs)
+        if err is not None and err.get("masked") and not spec["preconditions"]:
+            with lock:
+                masked[name] = list(err["masked"])
         for s in group:
             if s.finding.fingerprint not in served:
                 continue
@@ -459,12 +471,15 @@ def confirm(findings: list[Finding], opts: Options) -> list[EvidenceRecord]:
                     red_recipes.add(name)
             _say_record(opts, rec)
 
-    def sweep(fixed: bool) -> None:
+    def sweep(fixed: bool, only=None, preconditions=()) -> None:
+        def pre(name):
+            return ("unshadow",) if (fixed and name in masked) else preconditions
+
         jobs = [
             (name, recipe, group, spec)
             for name, (recipe, group) in by_recipe.items()
-            if not fixed or name in red_recipes
-            for spec in _runs_for(recipe, group, opts, fixed)
+            if (only is None or name in only) and (not fixed or name in red_recipes)
+            for spec in _runs_for(recipe, group, opts, fixed, pre(name))
         ]
         if opts.jobs <= 1:
             for job in jobs:
@@ -474,6 +489,12 @@ def confirm(findings: list[Finding], opts: Options) -> list[EvidenceRecord]:
             list(pool.map(one, jobs))
 
     sweep(fixed=False)
+    if masked:
+        for name, attrs in sorted(masked.items()):
+            _say(
+                opts, f"{name}: vLLM's reload is masked by {', '.join(attrs)}; rerun with unshadow"
+            )
+        sweep(fixed=False, only=set(masked), preconditions=("unshadow",))
     if opts.with_fix:
         sweep(fixed=True)
     out: list[EvidenceRecord] = []

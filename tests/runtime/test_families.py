@@ -373,7 +373,14 @@ def test_evidence_verdicts_are_defined_once():
     from reload_lint.confirm import evidence
 
     assert evidence.VERDICTS == ("red", "green", "unread", "inconclusive")
-    assert evidence.FAILURES == ("livelock", "illegal access", "stale read", "moved", "freed")
+    assert evidence.FAILURES == (
+        "livelock",
+        "illegal access",
+        "stale read",
+        "moved",
+        "freed",
+        "masked",
+    )
     hits = subprocess.run(
         ["grep", "-rn", "^VERDICTS = \\|^FAILURES = ", str(ROOT / "reload_lint" / "confirm")],
         capture_output=True,

@@ -94,6 +94,9 @@ class LoadCall:
     dtype: object
     extra: tuple = ()
     logical: tuple | None = None
+    #: the loader wrote exactly the elements an earlier call of the plan wrote (w1 and w3
+    #: sharing one per-expert input scale): loaded last, see ``materialize``
+    repeat: bool = False
 
 
 def _candidates(shape: tuple, shard: str, transposed: bool) -> list[tuple]:
@@ -127,16 +130,23 @@ def _candidates(shape: tuple, shard: str, transposed: bool) -> list[tuple]:
 def _no_broadcast():
     """A dispatch mode under which a ``copy_`` must fill its destination element for element:
     a probe shape the loader would merely broadcast is not the checkpoint's shape (vLLM's
-    layerwise reload asserts the same when it counts loaded elements)."""
+    layerwise reload asserts the same when it counts loaded elements). ``mode.written`` keeps
+    the destinations (address, elements) the loader copied into."""
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
 
     class NoBroadcastCopy(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.written: list[tuple[int, int]] = []
+
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            if func is torch.ops.aten.copy_.default and args[0].numel() != args[1].numel():
-                raise ValueError(
-                    f"copy_ broadcasts {tuple(args[1].shape)} into {tuple(args[0].shape)}"
-                )
+            if func is torch.ops.aten.copy_.default:
+                if args[0].numel() != args[1].numel():
+                    raise ValueError(
+                        f"copy_ broadcasts {tuple(args[1].shape)} into {tuple(args[0].shape)}"
+                    )
+                self.written.append((args[0].data_ptr(), args[0].numel()))
             return func(*args, **(kwargs or {}))
 
     return NoBroadcastCopy()
@@ -169,6 +179,7 @@ def moe_plan(experts, num_experts: int, hidden: int, inter: int) -> list[LoadCal
             continue
         transposed = bool(getattr(p, "is_transposed", False))
         whole = False
+        written: set[tuple] = set()  # destinations earlier calls of this parameter wrote
         for shard in SHARDS[prefix]:
             logical = (inter, hidden) if shard in ("w1", "w3") else (hidden, inter)
             for e in range(num_experts):
@@ -177,13 +188,15 @@ def moe_plan(experts, num_experts: int, hidden: int, inter: int) -> list[LoadCal
                 wname = f"experts.{e}.{CKPT[shard]}.{suffix}"
                 chosen = None
                 last = None
+                dest: tuple = ()
                 cands = _candidates(tuple(p.shape), shard, transposed) + [tuple(p.shape)]
                 for cand in cands:
                     t = value_for(suffix, cand, p.dtype, torch.Generator().manual_seed(0), logical)
                     if t is None:
                         continue
+                    mode = _no_broadcast()
                     try:
-                        with torch.no_grad(), _no_broadcast():
+                        with torch.no_grad(), mode:
                             loader(
                                 p,
                                 t.to(p.device if p.device.type != "meta" else "cpu"),
@@ -196,13 +209,16 @@ def moe_plan(experts, num_experts: int, hidden: int, inter: int) -> list[LoadCal
                             last = exc
                             continue
                     chosen = cand
+                    dest = tuple(sorted(set(mode.written)))
                     break
                 if chosen is None:
                     raise RuntimeError(
                         f"no checkpoint shape the weight loader of {pname} accepts "
                         f"(expert {e}, shard {shard}): {type(last).__name__}: {last}"
                     )
-                plan.append(LoadCall(pname, chosen, p.dtype, (wname, shard, e), logical))
+                repeat = bool(dest) and dest in written
+                written.add(dest)
+                plan.append(LoadCall(pname, chosen, p.dtype, (wname, shard, e), logical, repeat))
                 whole = chosen == tuple(p.shape) and len(chosen) == 3
     return plan
 
@@ -229,8 +245,12 @@ def materialize(plan: list[LoadCall], seed: int, device: str, prefix: str = "") 
     import torch
 
     g = torch.Generator().manual_seed(seed)
-    out = []
+    first, repeats = [], []
     for c in plan:
         t = value_for(c.param, c.shape, c.dtype, g, c.logical)
-        out.append((prefix + c.param, t.to(device), c.extra))
-    return out
+        (repeats if c.repeat else first).append((prefix + c.param, t.to(device), c.extra))
+    # vLLM's layerwise reload counts every loaded element and processes a layer once the count
+    # reaches its size: a load that rewrites elements an earlier one wrote (w1 and w3 sharing a
+    # per-expert input scale; the values agree) comes last, so the processing it may trigger
+    # early loses nothing the checkpoint had not already delivered
+    return first + repeats
