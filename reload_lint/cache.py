@@ -9,7 +9,12 @@ audited tree needs lives in one pickle, `<cache-dir>/packs/<tree key>.pack`:
   itself are "racy", as git calls them, and are always re-hashed);
 - per-file records as pickled bytes, unpickled only when the analysis asks for them;
 - whole-run results keyed by every file's hash and module, the config and the tool's own
-  sources, so a run over an unchanged tree reads no source file at all.
+  sources, so a run over an unchanged tree reads no source file at all;
+- the same results keyed by what the analysis actually consumed ("early cutoff", as build
+  systems call it): every file's module name, read status and text facts, plus the extraction
+  result of each file the analysis asked for. An edit that leaves those unchanged (a file the
+  analysis never reads; a comment that moves no line) reuses the result after re-parsing only
+  the edited files.
 
 The pack is written to a temp file in the same folder and os.replace()d in: concurrent runs
 never see a torn file; the worst case is one run's additions being lost and recomputed.
@@ -38,6 +43,7 @@ PACK_VERSION = 1
 MAX_FILE_BYTES = 8 * 1024 * 1024
 RACY_NS = 2_000_000_000  # rows this close to the pack's write time are re-hashed
 KEEP_RESULTS = 8  # whole-run results kept per tree (e.g. a few --select variants)
+MAX_DEPS_REPARSE = 8  # changed files re-parsed to test a consumed-input result before giving up
 
 
 def default_cache_dir() -> Path:
@@ -206,6 +212,8 @@ class RecordStore:
         self._imports_of = None
         self._spec: dict[str, bytes] = {}
         self._inflight: dict[str, object] = {}
+        # rel -> sha256 of the extraction result the analysis consumed ("!" when none was)
+        self._consumed: dict[str, str] = {}
 
     # ---- text ----------------------------------------------------------------------
     def text(self, sf: SourceFile) -> str | None:
@@ -383,12 +391,83 @@ class RecordStore:
         self._pack["results"] = results
         self._dirty = True
 
+    # ---- results keyed by what the analysis consumed (early cutoff) -----------------
+    def deps_key(self, *parts: str) -> str:
+        """Every input of the analysis except the records: `parts` (config, contract, named
+        files), the tool, and each file's identity, module name and text facts (which files
+        are seeds, cache candidates, subclass declarations, suppression markers) or why it
+        could not be read."""
+        h = hashlib.sha256(f"deps|{PACK_VERSION}|{tool_fingerprint()}|{self._facts_key}".encode())
+        for p in parts:
+            h.update(b"\x1e" + p.encode())
+        bad = {e.path: e for e in self.errors}
+        for sf in self.files:
+            facts = self._facts.get(sf.rel)
+            if facts is None:
+                e = bad.get(sf.rel)
+                what = f"!{e.rule}:{e.message}" if e is not None else "!"
+            else:
+                what = repr(facts)
+            h.update(f"\x1e{sf.rel}\x1f{sf.module}\x1f{int(sf.is_package)}\x1f{what}".encode())
+        return h.hexdigest()
+
+    def put_deps_result(self, key: str, value) -> None:
+        """Keep `value` under `key` with the extraction results the analysis consumed."""
+        if not self.use_cache:
+            return
+        deps = []
+        for rel, digest in sorted(self._consumed.items()):
+            sha = self._hash.get(rel)
+            if digest == "!" or sha is None:
+                return  # an input that could not be read: never reused
+            deps.append((rel, sha, digest))
+        results = dict(self._pack.get("deps", {}))
+        results.pop(key, None)
+        results[key] = (tuple(deps), pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+        while len(results) > KEEP_RESULTS:
+            results.pop(next(iter(results)))
+        self._pack["deps"] = results
+        self._dirty = True
+
+    def get_deps_result(self, key: str):
+        """The value kept under `key` if every consumed file's extraction result is the same
+        now: files whose hash changed are re-parsed (at most MAX_DEPS_REPARSE; the results
+        stay in the pack for the analysis if this misses)."""
+        if not self.use_cache:
+            return None
+        entry = self._pack.get("deps", {}).get(key)
+        if entry is None:
+            return None
+        deps, blob = entry
+        changed = [(rel, digest) for rel, sha, digest in deps if self._hash.get(rel) != sha]
+        if len(changed) > MAX_DEPS_REPARSE:
+            return None
+        for rel, digest in changed:
+            sf = self._by_rel.get(rel)
+            if sf is None or rel not in self._hash or self.text(sf) is None:
+                return None
+            now = self._blobs.get(self._key(sf))
+            if now is None:
+                now = _extract_blob_job((self.texts[rel], sf.module, sf.is_package))
+                self._blobs[self._key(sf)] = now
+                self._dirty = True
+                self.parsed += 1
+            if _digest(now) != digest:
+                return None
+        try:
+            value = pickle.loads(blob)
+        except Exception:  # a corrupt entry is a miss
+            return None
+        self.result_hit = True
+        return value
+
     # ---- records -------------------------------------------------------------------
     def _key(self, sf: SourceFile) -> str:
         return f"{self._hash[sf.rel]}\x1f{sf.module}\x1f{int(sf.is_package)}"
 
     def _load_cached(self, sf: SourceFile):
-        """A cached extraction result, ("ok", record) or ("err", rule, line, msg), or None."""
+        """(extraction result, its pickled bytes) from the pack, or None. The result is
+        ("ok", record) or ("err", rule, line, msg)."""
         if not self.use_cache or sf.rel not in self._hash:
             return None
         blob = self._blobs.get(self._key(sf))
@@ -402,12 +481,17 @@ class RecordStore:
             return None
         if res[0] == "ok" and not (isinstance(res[1], dict) and res[1].get("module") == sf.module):
             return None
-        return res
+        return res, blob
 
-    def _accept(self, sf: SourceFile, result, blob: bytes | None = None) -> dict | None:
-        if self.use_cache and blob is not None and sf.rel in self._hash:
+    def _accept(
+        self, sf: SourceFile, result, blob: bytes | None = None, *, stored: bool = False
+    ) -> dict | None:
+        """Take an extraction result for `sf` (the analysis consumes it); `blob` is its
+        pickled form, written to the pack unless it came from there (`stored`)."""
+        if self.use_cache and blob is not None and sf.rel in self._hash and not stored:
             self._blobs[self._key(sf)] = blob
             self._dirty = True
+        self._consumed[sf.rel] = _digest(blob) if blob is not None else "!"
         if result[0] == "ok":
             rec = result[1]
             self._records[sf.rel] = rec
@@ -426,7 +510,7 @@ class RecordStore:
             return self._records[sf.rel]
         cached = self._load_cached(sf)
         if cached is not None:
-            return self._accept(sf, cached)
+            return self._accept(sf, *cached, stored=True)
         blob = self._speculated(sf)
         if blob is not None:
             self.parsed += 1
@@ -437,6 +521,7 @@ class RecordStore:
         text = self.text(sf)
         if text is None:
             self._records[sf.rel] = None
+            self._consumed[sf.rel] = "!"
             return None
         self.parsed += 1
         res = _extract_job((text, sf.module, sf.is_package))
@@ -456,10 +541,11 @@ class RecordStore:
                 continue
             cached = self._load_cached(sf)
             if cached is not None:
-                self._accept(sf, cached)
+                self._accept(sf, *cached, stored=True)
                 continue
             if self.text(sf) is None:
                 self._records[sf.rel] = None
+                self._consumed[sf.rel] = "!"
                 continue
             todo.append(sf)
         if not todo:
@@ -613,6 +699,7 @@ class RecordStore:
             "files": rows,
             "records": {k: v for k, v in self._blobs.items() if k.split("\x1f", 1)[0] in live},
             "results": self._pack.get("results", {}),
+            "deps": self._pack.get("deps", {}),
         }
         path = self._pack_path()
         tmp = None
@@ -632,6 +719,10 @@ class RecordStore:
                 except OSError:
                     pass
         self._dirty = False
+
+
+def _digest(blob: bytes) -> str:
+    return hashlib.sha256(blob).hexdigest()[:32]
 
 
 def _extract_blob_job(args) -> bytes:

@@ -128,23 +128,36 @@ def run_check(
         progress=progress,
     )
     store.scan(lambda text: _text_facts(text, roots), f"{_FACTS_VERSION}\x1f{roots!r}")
-    run_key = ""
+    run_key = deps_key = ""
     cached = None
     if use_cache:
-        run_key = store.run_key(
-            _config_key(cfg), contract_name, repr(sorted(only_paths or ())) if only_paths else ""
+        key_parts = (
+            _config_key(cfg),
+            contract_name,
+            repr(sorted(only_paths or ())) if only_paths else "",
         )
+        run_key = store.run_key(*key_parts)
         cached = store.get_result(run_key)
+        if cached is None:
+            # early cutoff: the files that changed give the records they gave before (a
+            # comment, a file the analysis never reads): the findings stand; their snippets
+            # and the suppression comments are read again from the current texts
+            deps_key = store.deps_key(*key_parts)
+            cached = store.get_deps_result(deps_key)
+            if cached is not None:
+                findings, store_errors, _ = cached
+                _add_snippets(findings, store)
+                cached = (findings, store_errors, _suppressions(store, files))
+                store.put_result(run_key, cached)
     if cached is not None:
         findings, store_errors, suppressions = cached
     else:
         findings = _analyse(store, files, views, cfg, roots, contract_for, only_paths, progress)
         store_errors = errors[n_discover:]
-        suppressions = _scan_suppressions(
-            {rel: store.text_of(rel) or "" for rel in _marker_files(store, files)}
-        )
+        suppressions = _suppressions(store, files)
         if use_cache:
             store.put_result(run_key, (findings, store_errors, suppressions))
+            store.put_deps_result(deps_key, (findings, store_errors, suppressions))
     store.save()
     progress.close()
     errors = [e for e in [*errors[:n_discover], *store_errors] if cfg.rule_enabled(e.path, e.rule)]
@@ -243,12 +256,23 @@ def _analyse(store, files, views, cfg, roots, contract_for, only_paths, progress
     findings = [f for f in findings if cfg.rule_enabled(f.path, f.rule)]
     findings.sort(key=Finding.sort_key)
     compute_fingerprints(findings)
+    _add_snippets(findings, store)
+    return findings
+
+
+def _add_snippets(findings: list[Finding], store) -> None:
+    """Each finding's source line, from its file's current text."""
     lines: dict[str, list[str]] = {}
     for f in findings:
         if f.path not in lines:
             lines[f.path] = (store.text_of(f.path) or "").splitlines()
         f.snippet = _snippet_line(lines[f.path], f.line)
-    return findings
+
+
+def _suppressions(store, files) -> dict:
+    return _scan_suppressions(
+        {rel: store.text_of(rel) or "" for rel in _marker_files(store, files)}
+    )
 
 
 def _loader(store, view: dict):

@@ -12,7 +12,11 @@ Cases:
   cold           reload-lint check vllm --no-cache
   warm           reload-lint check vllm (cache primed, nothing changed)
   one-file       a kernel file is edited, then `reload-lint check <that file>` from the tree's
-                 root, as pre-commit calls it (whole project indexed, one file reported)
+                 root, as pre-commit calls it (whole project indexed, one file reported); the
+                 edit appends a comment line, which leaves the file's record as it was: the
+                 result is reused after re-parsing that one file (cache.py, early cutoff)
+  one-file code  the same, but the edit appends a function: the record changes, so the whole
+                 analysis runs again over records from the pack (only that file is parsed)
 
 Targets: cold <= 10x ruff, warm <= 2x ruff, one-file < 1 s, peak RSS < 1 GiB.
 
@@ -100,6 +104,14 @@ def bench_version(version: str, runs: int, jobs: int | None, keep: bool) -> dict
             edited.write_text(original + f"\n# bench edit {next(counter)}\n", encoding="utf-8")
 
         run("one-file", [*rl, *cache_args, ONE_FILE], before=edit)
+
+        def edit_code() -> None:
+            n = next(counter)
+            edited.write_text(
+                original + f"\n\ndef _bench_edit_{n}():\n    return {n}\n", encoding="utf-8"
+            )
+
+        run("one-file code", [*rl, *cache_args, ONE_FILE], before=edit_code)
         edited.write_text(original, encoding="utf-8")
         return {"version": version, "files": n_files, "cases": cases}
     finally:
@@ -114,7 +126,7 @@ def report(res: dict) -> str:
     med = {k: statistics.median(w for w, _ in v) for k, v in cases.items()}
     peak = {k: max(r for _, r in v) for k, v in cases.items()}
     lines = [f"vLLM {res['version']} ({res['files']} files)"]
-    lines.append(f"  {'case':<10} {'median s':>9} {'min s':>7} {'max s':>7} {'peak MiB':>9}  ratio")
+    lines.append(f"  {'case':<13} {'median s':>9} {'min s':>7} {'max s':>7} {'peak MiB':>9}  ratio")
     for k, v in cases.items():
         walls = [w for w, _ in v]
         ratio = ""
@@ -127,8 +139,10 @@ def report(res: dict) -> str:
             ratio = f"{med[k] / med['ruff warm']:.2f}x ruff (target <= 2x)"
         elif k == "one-file":
             ratio = f"{med[k] / med['ruff warm']:.2f}x ruff (target < 1 s)"
+        elif k == "one-file code":
+            ratio = f"{med[k] / med['ruff warm']:.2f}x ruff (record changed: analysis re-run)"
         lines.append(
-            f"  {k:<10} {med[k]:>9.2f} {min(walls):>7.2f} {max(walls):>7.2f} {peak[k]:>9}  {ratio}"
+            f"  {k:<13} {med[k]:>9.2f} {min(walls):>7.2f} {max(walls):>7.2f} {peak[k]:>9}  {ratio}"
         )
     return "\n".join(lines)
 
