@@ -218,10 +218,12 @@ def decide(finding, msgs: list[dict], outcome: dict, fixed: bool) -> tuple[str, 
     err = _failed(msgs)
     if census is None:
         if err is not None and err["stage"] == "reload":
+            pre = err.get("precondition")
             return (
                 "inconclusive",
                 None,
-                f"vLLM's layerwise reload itself fails on this layer: {err['error']}",
+                f"vLLM's layerwise reload itself fails on this layer: {err['error']}"
+                + (f"; this site is judged by the run with the {pre} precondition" if pre else ""),
             )
         if err is not None:
             return "inconclusive", None, f"stopped at {err['stage']}: {err['error']}"

@@ -158,14 +158,63 @@ def unshadow():
     return undo
 
 
+def expanded_copy_back():
+    """Precondition for a layer whose post-load registers an expanded view as a Parameter
+    (``replace_parameter(layer, "w13_input_scale", scale.max().expand(E))``, FlashInfer NVFP4
+    backends with one input scale for all experts): vLLM's copy-back
+    (``_copy_and_restore_kernel_tensors``) writes the processed value into the kept kernel
+    tensor with ``copy_``, which torch refuses for a destination whose elements share memory.
+    The fix shape: write each distinct element once (the stride-0 dimensions collapsed to their
+    first index; the processed values agree along them). Everything else of vLLM's function is
+    kept as it is. Returns an undo."""
+    from vllm.model_executor.model_loader.reload import layerwise
+
+    orig = layerwise._copy_and_restore_kernel_tensors
+
+    def _copy_and_restore_kernel_tensors(layer, info):
+        parameters, buffers = info.kernel_tensors
+        for name, param in parameters.items():
+            _copy_distinct(param.data, getattr(layer, name))
+        for name, buffer in buffers.items():
+            if name not in layer._buffers:
+                continue
+            _copy_distinct(buffer.data, getattr(layer, name))
+        layerwise._place_kernel_tensors(layer, info)
+
+    layerwise._copy_and_restore_kernel_tensors = _copy_and_restore_kernel_tensors
+
+    def undo():
+        layerwise._copy_and_restore_kernel_tensors = orig
+
+    return undo
+
+
+def _copy_distinct(dst: torch.Tensor, src: torch.Tensor) -> None:
+    """``dst.copy_(src)``, writing each distinct element of an expanded ``dst`` once."""
+    sel = tuple(
+        slice(0, 1) if (st == 0 and n > 1) else slice(None)
+        for st, n in zip(dst.stride(), dst.shape, strict=True)
+    )
+    if all(s == slice(None) for s in sel):
+        dst.copy_(src)
+        return
+    dst[sel].copy_(src.expand_as(dst)[sel])
+
+
 #: preconditions by name (``spec["preconditions"]``): fixes applied to both sides of a build
-#: so that the reload reaches the sites behind a masking one
+#: so that vLLM's reload gets past a refusal and reaches the sites behind it
 PRECONDITIONS = {
     "unshadow": (
         unshadow,
         "unshadow: before vLLM's restore_layer_on_meta, a plain attribute the post-load left "
         "over a deleted checkpoint Parameter is taken off the layer (the masking site's fix), "
         "so the reload proceeds",
+    ),
+    "expanded_copy_back": (
+        expanded_copy_back,
+        "expanded_copy_back: vLLM's copy-back writes each distinct element of a kernel "
+        "Parameter that post-load registered as an expanded (stride-0) view once, instead of "
+        "a copy_ torch refuses",
     ),
 }
 

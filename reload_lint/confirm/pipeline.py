@@ -111,7 +111,7 @@ class Run:
     hold: object = None
     executed: dict | None = None
     driver_note: str | None = None
-    stop: bool = False  # a stage ended the run early with its own messages (masked reload)
+    stop: bool = False  # a stage ended the run early with its own messages (reload refused)
 
 
 def stage_setup(run: Run) -> None:
@@ -272,6 +272,14 @@ def stage_capture(run: Run) -> None:
 
 
 _SHADOW = re.compile(r"attribute '(\w+)' already exists")
+_OVERLAP = "more than one element of the written-to tensor refers to a single memory location"
+
+
+def _in_copy_back(exc: BaseException) -> bool:
+    return any(
+        f.name == "_copy_and_restore_kernel_tensors"
+        for f in traceback.extract_tb(exc.__traceback__)
+    )
 
 
 def shadowing(model) -> list[str]:
@@ -309,10 +317,26 @@ def stage_reload(run: Run) -> None:
             error=f"KeyError: {exc}"[:500],
             error_type="KeyError",
             masked=shadows,
+            precondition="unshadow",
             continues=True,
             tb=traceback.format_exc()[-4000:],
         )
         stage_census(run)
+        run.stop = True
+        return
+    except RuntimeError as exc:
+        if _OVERLAP not in str(exc) or not _in_copy_back(exc):
+            raise
+        # vLLM's copy-back writes the processed values into the kept kernel tensors; one that
+        # post-load made an expanded (stride-0) view refuses the write
+        run.send(
+            "reload",
+            ok=False,
+            error=f"RuntimeError: {str(exc).splitlines()[0]}"[:500],
+            error_type="RuntimeError",
+            precondition="expanded_copy_back",
+            tb=traceback.format_exc()[-4000:],
+        )
         run.stop = True
         return
     gc.collect()

@@ -444,9 +444,10 @@ def confirm(findings: list[Finding], opts: Options) -> list[EvidenceRecord]:
             _say_record(opts, rec)
     lock = threading.Lock()
     red_recipes: set[str] = set()
-    #: builds whose reload vLLM itself refused because a post-load masked it (the names of the
-    #: shadowing attributes): rerun with the masking site's fix as a precondition
-    masked: dict[str, list[str]] = {}
+    #: builds whose reload vLLM itself refused in a way a known fix shape gets past (a post-load
+    #: that masks the reload, an expanded kernel tensor the copy-back cannot write): the
+    #: preconditions to rerun them with (fixes.PRECONDITIONS)
+    needs: dict[str, tuple[str, ...]] = {}
 
     def one(job):
         name, recipe, group, spec = job
@@ -454,9 +455,11 @@ def confirm(findings: list[Finding], opts: Options) -> list[EvidenceRecord]:
         msgs, outcome = run_child(spec, opts)
         served = {e["fingerprint"] for e in spec["findings"]}
         err = failed(msgs)
-        if err is not None and err.get("masked") and not spec["preconditions"]:
+        pre = err.get("precondition") if err is not None else None
+        if pre and pre not in spec["preconditions"]:
             with lock:
-                masked[name] = list(err["masked"])
+                needs[name] = (*spec["preconditions"], pre)
+                _say(opts, f"{name}: {err['error']}; rerun with {', '.join(needs[name])}")
         for s in group:
             if s.finding.fingerprint not in served:
                 continue
@@ -471,15 +474,12 @@ def confirm(findings: list[Finding], opts: Options) -> list[EvidenceRecord]:
                     red_recipes.add(name)
             _say_record(opts, rec)
 
-    def sweep(fixed: bool, only=None, preconditions=()) -> None:
-        def pre(name):
-            return ("unshadow",) if (fixed and name in masked) else preconditions
-
+    def sweep(fixed: bool, only=None) -> None:
         jobs = [
             (name, recipe, group, spec)
             for name, (recipe, group) in by_recipe.items()
             if (only is None or name in only) and (not fixed or name in red_recipes)
-            for spec in _runs_for(recipe, group, opts, fixed, pre(name))
+            for spec in _runs_for(recipe, group, opts, fixed, needs.get(name, ()))
         ]
         if opts.jobs <= 1:
             for job in jobs:
@@ -489,12 +489,15 @@ def confirm(findings: list[Finding], opts: Options) -> list[EvidenceRecord]:
             list(pool.map(one, jobs))
 
     sweep(fixed=False)
-    if masked:
-        for name, attrs in sorted(masked.items()):
-            _say(
-                opts, f"{name}: vLLM's reload is masked by {', '.join(attrs)}; rerun with unshadow"
-            )
-        sweep(fixed=False, only=set(masked), preconditions=("unshadow",))
+    from reload_lint.confirm.fixes import PRECONDITIONS
+
+    done: dict[str, tuple[str, ...]] = {}
+    for _ in range(len(PRECONDITIONS)):  # a rerun may meet the next refusal
+        todo = {n: p for n, p in needs.items() if done.get(n) != p}
+        if not todo:
+            break
+        done.update(todo)
+        sweep(fixed=False, only=set(todo))
     if opts.with_fix:
         sweep(fixed=True)
     out: list[EvidenceRecord] = []

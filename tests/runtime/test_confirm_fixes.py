@@ -136,8 +136,20 @@ def fake_layerwise(monkeypatch):
     def get_layerwise_info(layer):
         return infos.setdefault(id(layer), types.SimpleNamespace(restore_metadata=({}, {})))
 
+    def _copy_and_restore_kernel_tensors(layer, info):
+        for name, param in info.kernel_tensors[0].items():
+            param.data.copy_(getattr(layer, name))
+        mod._place_kernel_tensors(layer, info)
+
+    def _place_kernel_tensors(layer, info):
+        for name, param in info.kernel_tensors[0].items():
+            delattr(layer, name)
+            layer.register_parameter(name, param)
+
     mod = types.ModuleType("vllm.model_executor.model_loader.reload.layerwise")
     mod.restore_layer_on_meta = restore_layer_on_meta
+    mod._copy_and_restore_kernel_tensors = _copy_and_restore_kernel_tensors
+    mod._place_kernel_tensors = _place_kernel_tensors
     mod.get_layerwise_info = get_layerwise_info
     for name in (
         "vllm",
@@ -266,3 +278,36 @@ def test_repeated_destinations_load_last():
     ]
     calls = materialize(plan, 1, "cpu")
     assert [c[2][1] for c in calls][-2:] == ["w3", "w3"]
+
+
+def test_expanded_copy_back_writes_each_distinct_element_once(fake_layerwise):
+    def layer_and_info():
+        layer = torch.nn.Module()
+        kept = torch.nn.Parameter(torch.tensor(3.0).expand(4), requires_grad=False)
+        layer.scale = torch.nn.Parameter(torch.full((4,), 7.0), requires_grad=False)
+        return layer, types.SimpleNamespace(kernel_tensors=({"scale": kept}, {})), kept
+
+    layer, info, kept = layer_and_info()
+    with pytest.raises(RuntimeError, match="more than one element"):
+        fake_layerwise._copy_and_restore_kernel_tensors(layer, info)
+    undo = fx.PRECONDITIONS["expanded_copy_back"][0]()
+    try:
+        layer, info, kept = layer_and_info()
+        ptr = kept.data_ptr()
+        fake_layerwise._copy_and_restore_kernel_tensors(layer, info)
+        assert layer.scale is kept and kept.data_ptr() == ptr and bool((kept == 7).all())
+    finally:
+        undo()
+
+
+def test_a_refused_reload_names_the_precondition_that_gets_past_it():
+    from reload_lint.confirm.decide import decide
+
+    err = {
+        "stage": "reload",
+        "ok": False,
+        "error": "RuntimeError: unsupported operation: more than one element ...",
+        "precondition": "expanded_copy_back",
+    }
+    verdict, _, reason = decide(_f("self.g1_scale_c"), [err], {"status": "ok"}, False)
+    assert verdict == "inconclusive" and "expanded_copy_back precondition" in reason
