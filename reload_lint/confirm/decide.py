@@ -247,9 +247,16 @@ def decide(finding, msgs: list[dict], outcome: dict, fixed: bool) -> tuple[str, 
         seen = [r for r in rows if (r["moved"] or r["freed"]) and r["graph_visible"]]
         rfail, rdetail, harness = _replay_failure(msgs, outcome, err)
         replay = _stage(msgs, "replay")
-        holds = f"{finding.target} holds no tensor after post-load"
+        stored_none = finding.fingerprint in census.get("none_targets", [])
+        holds = f"{finding.target} holds no tensor after post-load" + (
+            " (it is None on this backend)" if stored_none else ""
+        )
         backend = load_a.get("backend") or "unknown"
-        if finding.rule in ("RL105", "RL108") and load_a.get("backend") and harness is None:
+        if (
+            (finding.rule in ("RL105", "RL108") or stored_none)
+            and load_a.get("backend")
+            and harness is None
+        ):
             # the rebuilt object was observed and holds no storage a graph could bake in:
             # whatever else escaped belongs to other targets (their own findings)
             if census_tier:

@@ -353,7 +353,30 @@ def stage_census(run: Run) -> None:
         own = run.fixes.get(f.get("canonical", ""))
         extra = own.links if (own is not None and run.spec.get("fixed")) else ()
         linked[f["fingerprint"]] = [r.path for r in link_rows(f, run.manifest, run.rows, extra)]
-    run.send("census", rows=[r.to_json() for r in run.rows], linked=linked)
+    empty = [
+        f["fingerprint"]
+        for f in run.spec["findings"]
+        if not linked[f["fingerprint"]] and layer_target_is_none(run.built.model, f["target"])
+    ]
+    run.send("census", rows=[r.to_json() for r in run.rows], linked=linked, none_targets=empty)
+
+
+def layer_target_is_none(model, target: str) -> bool:
+    """``layer.X`` is None on every module of the built model that has an ``X`` (and one has):
+    on this backend the post-load stored nothing a graph could bake in."""
+    from reload_lint.confirm.targets import parse_target
+
+    base, attrs = parse_target(target or "")
+    if base != "layer" or not attrs:
+        return False
+    seen = False
+    for m in model.modules():
+        for where in (vars(m), m._parameters, m._buffers):
+            if attrs[0] in where:
+                seen = True
+                if where[attrs[0]] is not None:
+                    return False
+    return seen
 
 
 def stage_eager_b(run: Run) -> None:

@@ -311,3 +311,26 @@ def test_a_refused_reload_names_the_precondition_that_gets_past_it():
     }
     verdict, _, reason = decide(_f("self.g1_scale_c"), [err], {"status": "ok"}, False)
     assert verdict == "inconclusive" and "expanded_copy_back precondition" in reason
+
+
+def test_a_layer_target_that_is_none_on_this_backend_is_green():
+    from reload_lint.confirm.decide import decide
+    from reload_lint.confirm.pipeline import layer_target_is_none
+
+    model = torch.nn.Module()
+    model.experts = torch.nn.Module()
+    model.experts.w13_input_scale = None  # the Marlin backend keeps no activation scale
+    assert layer_target_is_none(model, "layer.w13_input_scale")
+    assert not layer_target_is_none(model, "layer.nothing_here")
+    model.experts.w13_input_scale = torch.ones(1)
+    assert not layer_target_is_none(model, "layer.w13_input_scale")
+    f = _f("layer.w13_input_scale")
+    msgs = [
+        {"stage": "load_a", "ok": True, "tier": "replay", "backend": "x.MarlinExperts"},
+        {"stage": "census", "ok": True, "rows": [], "linked": {}, "none_targets": [f.fingerprint]},
+        {"stage": "replay", "ok": True, "match": True},
+    ]
+    verdict, _, reason = decide(f, msgs, {"status": "ok"}, False)
+    assert verdict == "green" and "None on this backend" in reason
+    msgs[1]["none_targets"] = []
+    assert decide(f, msgs, {"status": "ok"}, False)[0] == "inconclusive"
