@@ -129,6 +129,26 @@ def guard_of(path: str, line: int) -> str | None:
 # -- the verdict --------------------------------------------------------------------------------
 
 
+def _died(msgs: list[dict], outcome: dict) -> str:
+    """Which stage a child died in (the one after the last it reported), and how."""
+    from reload_lint.confirm.pipeline import PIPELINE
+
+    names = [n for n, _ in PIPELINE]
+    done = [m["stage"] for m in msgs if m["stage"] in names]
+    nxt = names.index(done[-1]) + 1 if done else 0
+    where = names[nxt] if nxt < len(names) else "after its last stage"
+    sig = outcome.get("signal")
+    how = f"exit {outcome.get('exitcode')}"
+    if sig:
+        import signal
+
+        try:
+            how = f"{signal.Signals(sig).name}, signal {sig}"
+        except ValueError:
+            how = f"signal {sig}"
+    return f"the child process died in stage {where} ({how}): native code crashed there"
+
+
 def _masked(finding, census: dict, err: dict, fixed: bool) -> tuple[str, str | None, str]:
     """vLLM's own reload raised because post-load left a plain attribute where a checkpoint
     Parameter was (``err["masked"]``: the ``module.attr`` names). The finding that stores that
@@ -230,11 +250,7 @@ def decide(finding, msgs: list[dict], outcome: dict, fixed: bool) -> tuple[str, 
         if outcome["status"] == "timeout":
             return "inconclusive", None, f"timed out {outcome['stage']}"
         if outcome["status"] == "died":
-            return (
-                "inconclusive",
-                None,
-                f"child died {outcome['stage']} (exit {outcome['exitcode']})",
-            )
+            return "inconclusive", None, _died(msgs, outcome)
         return "inconclusive", None, "no census was taken"
     if err is not None and err["stage"] == "reload" and err.get("masked"):
         return _masked(finding, census, err, fixed)

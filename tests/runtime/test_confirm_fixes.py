@@ -334,3 +334,12 @@ def test_a_layer_target_that_is_none_on_this_backend_is_green():
     assert verdict == "green" and "None on this backend" in reason
     msgs[1]["none_targets"] = []
     assert decide(f, msgs, {"status": "ok"}, False)[0] == "inconclusive"
+
+
+def test_a_child_that_dies_is_reported_with_its_stage_and_signal():
+    from reload_lint.confirm.decide import decide
+
+    msgs = [{"stage": "setup", "ok": True}, {"stage": "fixes", "ok": True}]
+    outcome = {"status": "died", "stage": "before replay", "exitcode": -8, "signal": 8}
+    verdict, _, reason = decide(_f("layer.workspace"), msgs, outcome, False)
+    assert verdict == "inconclusive" and "stage cold_b (SIGFPE, signal 8)" in reason
