@@ -581,6 +581,32 @@ class RecordStore:
         for sf, blob in zip(todo, blobs, strict=True):
             self._accept(sf, pickle.loads(blob), blob if self.use_cache else None)
 
+    def prefetch_batch(self, files: list[SourceFile]) -> None:
+        """Files the analysis is about to read one by one (the modules declaring subclasses
+        of a class): parsed in parallel on the pool a cold run kept, then taken in the order
+        given, as `record` would have taken them. Without a pool this does nothing."""
+        if self._pool is None:
+            return
+        todo = []
+        for sf in files:
+            rel = sf.rel
+            if rel in self._records or rel in self._spec or rel in self._inflight:
+                continue
+            if self.use_cache and rel in self._hash and self._key(sf) in self._blobs:
+                continue  # record() takes it from the pack
+            if self.text(sf) is None:
+                continue  # record() reports it
+            todo.append(sf)
+        if len(todo) < 2:
+            return
+        payload = [(self.texts[sf.rel], sf.module, sf.is_package) for sf in todo]
+        blobs = self._pool.map(_extract_blob_job, payload, chunksize=1)
+        for sf, blob in zip(todo, blobs, strict=True):
+            self.parsed += 1
+            self._tick()
+            rec = self._accept(sf, pickle.loads(blob), blob if self.use_cache else None)
+            self._learn(rec)
+
     # ---- speculative parsing -----------------------------------------------------------
     # While the (serial) analysis runs, the pool left by `prefetch` parses the modules it is
     # likely to ask for next: first the imports of the modules it has just asked for, then

@@ -98,8 +98,9 @@ def discover(
     out: list[SourceFile] = []
     errors: list[FileError] = []
 
-    def add(p: Path) -> None:
-        rel = _rel(p, base)
+    def add(p: Path, rel: str | None = None) -> None:
+        if rel is None:
+            rel = _rel(p, base)
         if rel in seen:
             return
         if excluded(rel):
@@ -146,9 +147,12 @@ def discover(
                 dirnames[:] = []
                 continue
             visited.add(ident)
+            # relpath() once per folder (it resolves the working directory on every call)
+            d_rel = _rel(d, base)
+            prefix = "" if d_rel == "." else d_rel + "/"
             keep = []
             for name in sorted(dirnames):
-                sub_rel = _rel(d / name, base)
+                sub_rel = prefix + shown_path(name)
                 if excluded(sub_rel):
                     continue
                 if (d / name).is_symlink():
@@ -157,6 +161,6 @@ def discover(
             dirnames[:] = keep
             for name in sorted(filenames):
                 if name.endswith(".py"):
-                    add(d / name)
+                    add(d / name, prefix + shown_path(name))
     out.sort(key=lambda s: s.rel)
     return out, errors

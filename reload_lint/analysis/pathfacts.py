@@ -342,16 +342,11 @@ class PathFactsMixin:
         if attr in self._ffo:
             return self._ffo[attr]
         self._ffo[attr] = None
-        readers = []
-        for rec in self.index.loaded_records():
-            for f in rec["functions"].values():
-                if f["name"] in self.root_names or f["name"] in self.once_names:
-                    continue
-                if not any(a == attr for a, _ln in f["reads"]):
-                    continue
-                if any(_stores_attr(st, attr) for st in f["body"]):
-                    continue
-                readers.append((rec, f))
+        readers = [
+            (rec, f)
+            for rec, f in self._attr_readers().get(attr, ())
+            if not any(_stores_attr(st, attr) for st in f["body"])
+        ]
         if not readers:
             return None
         whys = []
@@ -379,6 +374,25 @@ class PathFactsMixin:
             "so nothing reads it after an update"
         )
         return self._ffo[attr]
+
+    def _attr_readers(self) -> dict[str, list]:
+        """attr -> (record, function) of every loaded function outside post-load roots and
+        weight creation that reads it, in loaded-record order; rebuilt when more records
+        have been loaded since."""
+        records = self.index.loaded_records()
+        cached = getattr(self, "_readers_idx", None)
+        if cached is not None and cached[0] == len(records):
+            return cached[1]
+        idx: dict[str, list] = {}
+        skip = self.root_names | set(self.once_names)
+        for rec in records:
+            for f in rec["functions"].values():
+                if f["name"] in skip:
+                    continue
+                for a in dict.fromkeys(a for a, _ln in f["reads"]):
+                    idx.setdefault(a, []).append((rec, f))
+        self._readers_idx = (len(records), idx)
+        return idx
 
     # ------------------------------------------------------------------ masked
     def checkpoint_names(self) -> set[str]:

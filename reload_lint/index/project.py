@@ -29,15 +29,20 @@ class ProjectIndex:
         module_paths: dict[str, str],
         loader: Callable[[str], dict | None],
         class_bases: dict[str, list[str]] | None = None,
+        prefetch: Callable[[list[str]], None] | None = None,
     ):
         """module_paths: dotted module name -> relative path; loader(module) -> record.
 
         class_bases: simple base-class name -> modules declaring a class with that base
         (a cheap text scan, so subclasses can be found without parsing every file).
+
+        prefetch(modules): a hint that `modules` are about to be read one by one (parsed in
+        parallel where the loader can); never changes what `loader` returns.
         """
         self.module_paths = module_paths
         self.class_bases = class_bases or {}
         self._loader = loader
+        self._prefetch = prefetch
         self._records: dict[str, dict | None] = {}
         self._is_module_cache: dict[str, bool] = {}
         self._is_param_cache: dict[str, bool] = {}
@@ -237,7 +242,10 @@ class ProjectIndex:
         changed = True
         while changed:
             changed = False
-            for mod in sorted(cand_mods):
+            batch = sorted(cand_mods)
+            if self._prefetch is not None:
+                self._prefetch([m for m in batch if m not in self._records])
+            for mod in batch:
                 rec = self.record(mod)
                 if rec is None:
                     continue

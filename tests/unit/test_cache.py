@@ -173,6 +173,19 @@ def test_workers_do_not_change_output(tmp_path):
     assert '"RL101"' in one and '"RL901"' in one
 
 
+@pytest.mark.parametrize("idle", [True, False])
+def test_speculation_on_or_off_does_not_change_output(tmp_path, monkeypatch, idle):
+    """Speculative parsing runs only when a core idles (engine._idle_core): either way the
+    output is the same."""
+    from reload_lint import engine
+
+    root = tmp_path / "src"
+    _many_roots(root)
+    one = _json(_run(root, None, jobs=1))
+    monkeypatch.setattr(engine, "_idle_core", lambda: idle)
+    assert _json(_run(root, None, jobs=2)) == one
+
+
 def test_cached_parse_errors_are_replayed(tmp_path):
     root, cache = tmp_path / "src", tmp_path / "cache"
     _many_roots(root)
