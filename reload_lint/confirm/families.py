@@ -218,15 +218,6 @@ ROWS: tuple[Row, ...] = (
         backends=("auto", "triton", "marlin"),
     ),
     Row(
-        "moe-ct-w8a8-fp8-block32",
-        "moe",
-        components=("CompressedTensorsW8A8Fp8MoEMethod",),
-        quant=_ct(_w(8, "float", "block", block_structure=[1, 32]), FP8_TOKEN, "float-quantized"),
-        # the FP8 oracle's Marlin path treats weight_block_size [1, 32] as MXFP8
-        # (prepare_mxfp8_moe_layer_for_marlin)
-        backends=("marlin",),
-    ),
-    Row(
         "moe-ct-w8a8-int8",
         "moe",
         components=("CompressedTensorsW8A8Int8MoEMethod",),
