@@ -166,6 +166,11 @@ def _masked(finding, census: dict, err: dict, fixed: bool) -> tuple[str, str | N
         f"the checkpoint Parameter over the plain attribute post-load left in its place)"
     )
     if base == "layer" and attrs and attrs[0] in names:
+        if f"'{attrs[0]}'" not in err["error"]:
+            why += (
+                f"; `{attrs[0]}` shadows its checkpoint Parameter the same way (the restore "
+                "stops at the first)"
+            )
         linked_paths = set(census["linked"].get(finding.fingerprint, []))
         linked = [r for r in census["rows"] if r["path"] in linked_paths]
         visible = [r for r in linked if r["graph_visible"]]

@@ -233,6 +233,11 @@ def test_masked_reload_is_red_masked_for_the_masking_site_only():
     assert (verdict, failure) == ("red", "masked") and "graph-visible" in reason
     verdict, failure, reason = decide(other, msgs, {"status": "ok"}, False)
     assert verdict == "inconclusive" and "precondition" in reason
+    w2 = _f("layer.w2_weight")
+    msgs[2]["masked"].append("routed_experts.w2_weight")
+    msgs[3]["linked"][w2.fingerprint] = [row["path"]]
+    verdict, failure, reason = decide(w2, msgs, {"status": "ok"}, False)
+    assert (verdict, failure) == ("red", "masked") and "`w2_weight` shadows" in reason
     unread = [dict(msgs[3], rows=[dict(row, graph_visible=False)])]
     assert decide(masking, msgs[:3] + unread, {"status": "ok"}, False)[0] == "unread"
 
