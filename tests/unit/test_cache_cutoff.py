@@ -190,3 +190,51 @@ def test_snippets_follow_the_current_text(tmp_path):
     assert res.files_parsed == 1
     assert [f.snippet for f in res.findings] == ["layer.x = outer(layer.weight)  # why"]
     assert [f.snippet for f in _one_file(root, None).findings] == [res.findings[0].snippet]
+
+
+def _helper_possible() -> bool:
+    import sys
+    import threading
+
+    return sys.platform.startswith("linux") and threading.active_count() == 1
+
+
+@pytest.mark.skipif(not _helper_possible(), reason="the helper forks only on Linux, 1 thread")
+def test_parse_ahead_gives_what_parsing_here_gives():
+    from reload_lint import cache as cachemod
+
+    payload = [(D_FRESH, "pkg.d", False), ("def broken(:\n", "pkg.x", False)]
+    helper = cachemod.ParseAhead()
+    assert helper.pid
+    assert helper.parse(payload) == [cachemod._extract_blob_job(p) for p in payload]
+    assert helper.pid == 0  # reaped after its one batch
+
+
+@pytest.mark.skipif(not _helper_possible(), reason="the helper forks only on Linux, 1 thread")
+def test_unused_parse_ahead_is_killed_and_reaped():
+    from reload_lint import cache as cachemod
+
+    helper = cachemod.ParseAhead()
+    pid = helper.pid
+    assert pid
+    helper.close()
+    assert helper.pid == 0
+    with pytest.raises(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)  # already reaped: no zombie left
+    assert helper.parse([(D_FRESH, "pkg.d", False)]) is None  # closed: the caller parses
+
+
+def test_named_file_changed_starts_the_helper_unchanged_does_not(tmp_path):
+    from reload_lint import cache as cachemod
+
+    root, cache = tmp_path / "src", tmp_path / "cache"
+    _tree(root, D_FRESH)
+    _one_file(root, cache)
+    tree = str(root.resolve())
+    assert cachemod.read_pack_early(cache, tree, root, ["pkg/a.py"])[1] is False
+    _edit(root / "pkg" / "a.py", A_PY + "\n# touched\n")
+    pack, changed = cachemod.read_pack_early(cache, tree, root, ["pkg/a.py"])
+    assert changed and pack.get("files")
+    res = _one_file(root, cache)
+    assert _json(res) == _json(_one_file(root, None))
+    assert cachemod.read_pack_early(cache, tree, root, ["pkg/a.py"])[1] is False
