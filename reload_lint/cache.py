@@ -185,8 +185,6 @@ class RecordStore:
         errors: list[FileError],
         tree: Path | str = "",
         progress=None,
-        ahead: ParseAhead | None = None,
-        pack: dict | None = None,
     ):
         """`tree` is the directory paths are relative to (the project root): one pack per
         tree, shared by every run over it (a directory run, pre-commit's named files)."""
@@ -216,8 +214,6 @@ class RecordStore:
         self._inflight: dict[str, object] = {}
         # rel -> sha256 of the extraction result the analysis consumed ("!" when none was)
         self._consumed: dict[str, str] = {}
-        self._ahead = ahead
-        self._preloaded = pack  # the pack, when the caller read it already (load_pack)
 
     # ---- text ----------------------------------------------------------------------
     def text(self, sf: SourceFile) -> str | None:
@@ -292,13 +288,20 @@ class RecordStore:
 
     # ---- the file table ------------------------------------------------------------
     def _pack_path(self) -> Path:
-        return _pack_file(self.cache_dir, self._tree)
+        key = hashlib.sha256(self._tree.encode()).hexdigest()[:24]
+        return self.cache_dir / "packs" / f"{key}.pack"
 
     def _load_pack(self) -> dict:
-        if self._preloaded is not None:
-            pack, self._preloaded = self._preloaded, None
-            return pack
-        return load_pack(self._pack_path())
+        try:
+            with open(self._pack_path(), "rb") as fh:
+                pack = pickle.load(fh)
+        except Exception:  # missing, corrupt or foreign: start empty
+            return {}
+        if not isinstance(pack, dict) or pack.get("version") != PACK_VERSION:
+            return {}
+        if pack.get("extract") != extractor_fingerprint():
+            pack["records"] = {}
+        return pack
 
     def scan(self, facts, facts_key: str) -> None:
         """Hash (or recognise by stat) every file and compute `facts(text)` for it (small,
@@ -439,19 +442,17 @@ class RecordStore:
         changed = [(rel, digest) for rel, sha, digest in deps if self._hash.get(rel) != sha]
         if len(changed) > MAX_DEPS_REPARSE:
             return None
-        files = []
-        for rel, _ in changed:
+        for rel, digest in changed:
             sf = self._by_rel.get(rel)
             if sf is None or rel not in self._hash or self.text(sf) is None:
                 return None
-            files.append(sf)
-        todo = [sf for sf in files if self._key(sf) not in self._blobs]
-        for sf, parsed in zip(todo, self._parse_here(todo), strict=True):
-            self._blobs[self._key(sf)] = parsed
-            self._dirty = True
-            self.parsed += 1
-        for sf, (_, digest) in zip(files, changed, strict=True):
-            if _digest(self._blobs[self._key(sf)]) != digest:
+            now = self._blobs.get(self._key(sf))
+            if now is None:
+                now = _extract_blob_job((self.texts[rel], sf.module, sf.is_package))
+                self._blobs[self._key(sf)] = now
+                self._dirty = True
+                self.parsed += 1
+            if _digest(now) != digest:
                 return None
         try:
             value = pickle.loads(blob)
@@ -573,8 +574,10 @@ class RecordStore:
             else:
                 pool.terminate()
         else:
-            blobs = self._parse_here(todo)
-            self._tick(len(todo))
+            blobs = []
+            for p in payload:
+                blobs.append(_extract_blob_job(p))
+                self._tick()
         for sf, blob in zip(todo, blobs, strict=True):
             self._accept(sf, pickle.loads(blob), blob if self.use_cache else None)
 
@@ -603,25 +606,6 @@ class RecordStore:
             self._tick()
             rec = self._accept(sf, pickle.loads(blob), blob if self.use_cache else None)
             self._learn(rec)
-
-    def _parse_here(self, files: list[SourceFile]) -> list[bytes]:
-        """Pickled extraction results of `files`, in order, without a pool: by the ParseAhead
-        helper when there is one (it imported the parser while the tree was scanned), else
-        in this process."""
-        payload = [(self.texts[sf.rel], sf.module, sf.is_package) for sf in files]
-        if not payload:
-            return []
-        if self._ahead is not None:
-            ahead, self._ahead = self._ahead, None  # one batch per helper
-            blobs = ahead.parse(payload)
-            if blobs is not None:
-                return blobs
-        return [_extract_blob_job(p) for p in payload]
-
-    def close_ahead(self) -> None:
-        if self._ahead is not None:
-            self._ahead.close()
-            self._ahead = None
 
     # ---- speculative parsing -----------------------------------------------------------
     # While the (serial) analysis runs, the pool left by `prefetch` parses the modules it is
@@ -761,151 +745,6 @@ class RecordStore:
                 except OSError:
                     pass
         self._dirty = False
-
-
-def _pack_file(cache_dir: Path | None, tree: str) -> Path:
-    key = hashlib.sha256(str(tree).encode()).hexdigest()[:24]
-    return Path(cache_dir or default_cache_dir()) / "packs" / f"{key}.pack"
-
-
-def load_pack(path: Path) -> dict:
-    """The pack at `path`; {} when missing, corrupt or foreign; without its records when the
-    extractor changed."""
-    try:
-        with open(path, "rb") as fh:
-            pack = pickle.load(fh)
-    except Exception:  # missing, corrupt or foreign: start empty
-        return {}
-    if not isinstance(pack, dict) or pack.get("version") != PACK_VERSION:
-        return {}
-    if pack.get("extract") != extractor_fingerprint():
-        pack["records"] = {}
-    return pack
-
-
-def read_pack_early(cache_dir: Path | None, tree: str, base: Path, rels) -> tuple[dict, bool]:
-    """(the tree's pack, whether any of the files `rels` -- relative to `base` -- differs
-    from its row by stat, or has none), before the tree is discovered: a pre-commit run
-    whose named files changed starts a ParseAhead helper while it scans."""
-    pack = load_pack(_pack_file(cache_dir, tree))
-    rows = pack.get("files", {}) if isinstance(pack.get("files"), dict) else {}
-    written = pack.get("written_ns", 0)
-    for rel in rels:
-        row = rows.get(rel)
-        try:
-            st = os.stat(os.path.join(base, rel))
-        except OSError:
-            continue  # reported by the run itself
-        if row is None or _stat_key(st) != row[0]:
-            return pack, True
-        if row[0][0] >= written - RACY_NS:  # racy: only the content can tell
-            try:
-                with open(os.path.join(base, rel), "rb") as fh:
-                    if hashlib.sha256(fh.read()).hexdigest() != row[1]:
-                        return pack, True
-            except OSError:
-                continue
-    return pack, False
-
-
-class ParseAhead:
-    """A forked helper that imports libcst and the extractor as soon as a pre-commit run
-    starts (about half of such a run, when the named file changed, is importing libcst),
-    while this process discovers and scans the tree; then it parses one batch of files and
-    exits. Unused (nothing changed, or no fork), it is killed. Only where fork() is the
-    platform's way (Linux); the output never depends on it."""
-
-    def __init__(self) -> None:
-        import threading
-
-        self.pid = 0
-        # a fork copies only this thread: with others running (a lock held), never fork
-        if not sys.platform.startswith("linux") or threading.active_count() > 1:
-            return
-        try:
-            jobs_r, jobs_w = os.pipe()
-            out_r, out_w = os.pipe()
-            pid = os.fork()
-        except OSError:
-            return
-        if pid == 0:  # the helper
-            code = 0
-            try:
-                os.close(jobs_w)
-                os.close(out_r)
-                from reload_lint.index.extract import extract_module  # noqa: F401  (libcst)
-
-                with os.fdopen(jobs_r, "rb") as fh:
-                    payload = pickle.load(fh)
-                blobs = [_extract_blob_job(p) for p in payload]
-                with os.fdopen(out_w, "wb") as fh:
-                    pickle.dump(blobs, fh, protocol=pickle.HIGHEST_PROTOCOL)
-            except BaseException:
-                code = 1
-            finally:
-                os._exit(code)
-        os.close(jobs_r)
-        os.close(out_w)
-        self.pid, self._jobs, self._out = pid, jobs_w, out_r
-
-    def parse(self, payload: list, timeout: float = 300.0) -> list[bytes] | None:
-        """`_extract_blob_job` of each payload item, by the helper; None if it failed or
-        took longer than `timeout` (then the caller parses them itself)."""
-        if not self.pid:
-            return None
-        import select
-
-        blobs = None
-        try:
-            data = memoryview(pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL))
-            deadline = time.monotonic() + timeout
-            while data:
-                left = deadline - time.monotonic()
-                if left <= 0 or not select.select([], [self._jobs], [], left)[1]:
-                    raise TimeoutError
-                data = data[os.write(self._jobs, data[: 1 << 16]) :]
-            os.close(self._jobs)
-            self._jobs = -1
-            chunks = []
-            while True:
-                left = deadline - time.monotonic()
-                if left <= 0 or not select.select([self._out], [], [], left)[0]:
-                    raise TimeoutError
-                chunk = os.read(self._out, 1 << 20)
-                if not chunk:
-                    break
-                chunks.append(chunk)
-            blobs = pickle.loads(b"".join(chunks))
-        except Exception:  # the helper died or hung: parse here
-            blobs = None
-        finally:
-            self.close()
-        if not isinstance(blobs, list) or len(blobs) != len(payload):
-            return None
-        return blobs
-
-    def close(self) -> None:
-        """Stop the helper (killed if still running) and release its pipes."""
-        if not self.pid:
-            return
-        import signal
-
-        try:
-            os.kill(self.pid, signal.SIGKILL)
-        except OSError:
-            pass
-        for fd in (self._jobs, self._out):
-            if fd >= 0:
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
-        self._jobs = self._out = -1
-        try:
-            os.waitpid(self.pid, 0)
-        except OSError:
-            pass
-        self.pid = 0
 
 
 def _digest(blob: bytes) -> str:

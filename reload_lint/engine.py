@@ -82,26 +82,6 @@ def run_check(
     only_paths: set[str] | None = None,
 ) -> RunResult:
     base_dir = Path(base_dir)
-    # pre-commit names the files it checks, which have usually changed since the last run:
-    # their records are needed even when every other one comes from the cache, so a helper
-    # imports the parser meanwhile (cache.ParseAhead)
-    ahead = pack = None
-    if use_cache and only_paths and jobs != 1:
-        pack, changed = cachemod.read_pack_early(
-            cache_dir, str(base_dir.resolve()), base_dir, sorted(only_paths)
-        )
-        if changed:
-            ahead = cachemod.ParseAhead()
-    try:
-        return _run_check(paths, cfg, base_dir, use_cache, cache_dir, jobs, only_paths, ahead, pack)
-    finally:
-        if ahead is not None:
-            ahead.close()
-
-
-def _run_check(
-    paths, cfg, base_dir, use_cache, cache_dir, jobs, only_paths, ahead, pack
-) -> RunResult:
     files, errors = discover([Path(p) for p in paths], base_dir, cfg)
     pkg_dirs = {tuple(sf.rel.split("/")[:-1]) for sf in files if sf.rel.endswith("/__init__.py")}
     by_module: dict[str, SourceFile] = {}
@@ -146,8 +126,6 @@ def _run_check(
         errors=errors,
         tree=base_dir.resolve(),
         progress=progress,
-        ahead=ahead,
-        pack=pack,
     )
     store.scan(lambda text: _text_facts(text, roots), f"{_FACTS_VERSION}\x1f{roots!r}")
     run_key = deps_key = ""
