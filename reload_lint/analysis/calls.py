@@ -28,6 +28,25 @@ class CallMixin:
     """Mixed into Analyzer (analysis/interp.py); uses its state and the other rooms' methods."""
 
     # ------------------------------------------------------------------ calls
+
+    def replay_effects(self, fr: Frame, key: tuple) -> None:
+        """A memoised call's effects on its root (see _root_effects), applied to this root."""
+        prefix = (*fr.positions, (fr.func.get("qn"), fr.block_hint))
+        root = fr.root
+        for kind, a, val in self.memo_effects.get(key, ()):
+            if kind == "deleted":
+                root.deleted.add(a)
+            elif kind == "loaders":
+                root.loaders.add(a)
+            elif kind == "derived":
+                root.derived_findings.append((a, val))
+            elif kind == "deleted_at":
+                root.deleted_at.setdefault(a, (*prefix, *val) if val is not None else None)
+            else:
+                path, line, pos = val
+                where = (*prefix, *pos) if pos is not None else None
+                getattr(root, kind).setdefault(a, (path, line, where))
+
     def eval_call(self, fr: Frame, e) -> tuple:
         func, args_e, kwargs_e, line = e[1], e[2], e[3], e[4]
         # syntactic specials first
@@ -384,6 +403,7 @@ class CallMixin:
             (*fr.positions, (fr.func.get("qn"), fr.block_hint)) if fr.guards else (),
         )
         if key in self.memo:
+            self.replay_effects(fr, key)
             return self.memo[key]
         if key in self.active:
             return (V.UNK,)
@@ -408,10 +428,12 @@ class CallMixin:
             stack=fr.stack + ((path, mod, qn),),
             positions=(*fr.positions, (fr.func.get("qn"), fr.block_hint)),
         )
+        before = _root_effects(fr.root)
         try:
             self.exec_body(sub, f["body"])
         finally:
             self.active.discard(key)
+        self.memo_effects[key] = _effects_since(before, fr.root, len(sub.positions))
         ret: tuple = ()
         for r in sub.returns:
             ret = V.union(ret, tuple(_with_step(v, path, f) for v in r))
@@ -652,4 +674,41 @@ def _unique_steps(steps) -> tuple:
         if (st.path, st.line) not in seen:
             seen.add((st.path, st.line))
             out.append(st)
+    return tuple(out)
+
+
+# ---------------------------------------------------------------------- root effects of a call
+# What a callee does to its root's state (a `del layer.w`, a plain tensor left under a
+# checkpoint name, a weight_loader given...) is part of its summary: a memoised call replays it
+# into the calling root, with the block positions re-based on the caller's (the masked fact of
+# a second root that reaches the same helper must see the same deletion).
+_ROOT_DICTS = ("deleted_at", "plain", "rebound", "reshaped")
+
+
+def _root_effects(root) -> tuple:
+    return (
+        set(root.deleted),
+        {n: set(getattr(root, n)) for n in _ROOT_DICTS},
+        set(root.loaders),
+        len(root.derived_findings),
+    )
+
+
+def _rebase(value, depth: int, kind: str):
+    """A position recorded in the callee, made relative to it (cut the caller's prefix)."""
+    if kind == "deleted_at":
+        return tuple(value)[depth:] if value is not None else None
+    path, line, pos = value
+    return (path, line, tuple(pos)[depth:] if pos is not None else None)
+
+
+def _effects_since(before: tuple, root, depth: int) -> tuple:
+    deleted, dicts, loaders, n_derived = before
+    out = [("deleted", a, None) for a in sorted(root.deleted - deleted)]
+    for name in _ROOT_DICTS:
+        cur = getattr(root, name)
+        for a in sorted(set(cur) - dicts[name]):
+            out.append((name, a, _rebase(cur[a], depth, name)))
+    out += [("loaders", a, None) for a in sorted(root.loaders - loaders)]
+    out += [("derived", k, src) for k, src in root.derived_findings[n_derived:]]
     return tuple(out)

@@ -44,6 +44,7 @@ class Analyzer(ExprMixin, CallMixin, StoreMixin, ReaderMixin, PathFactsMixin):
         self.contract_for = contract_for  # path -> Contract
         self.findings: dict[tuple, Finding] = {}
         self.memo: dict[tuple, tuple] = {}
+        self.memo_effects: dict[tuple, tuple] = {}  # memo key -> effects on the root
         self.active: set[tuple] = set()
         self.oids = itertools.count(1)
         self.constructed: dict[str, TraceStep] = {}

@@ -188,3 +188,42 @@ def test_masked_under_vllm_when_a_plain_tensor_is_left_over_a_deleted_parameter(
     assert got["layer.ws2"].masked is None
     # stored on every path, also where nothing is deleted: the store is what moves there
     assert got["self.kernel_ws"].masked is None
+
+
+SHARED_DELETING_HELPER = """
+import torch
+from torch.nn import Parameter
+
+def swizzle(layer, w):
+    out = w * 2
+    del layer.w13_weight
+    return out
+
+class A:
+    def create_weights(self, layer):
+        layer.register_parameter("w13_weight", Parameter(torch.empty(4, 8)))
+
+    def process_weights_after_loading(self, layer):
+        w = swizzle(layer, layer.w13_weight)
+        layer.w13_weight = w
+        self.a_ws = torch.zeros(8)
+
+class B:
+    def process_weights_after_loading(self, layer):
+        w = swizzle(layer, layer.w13_weight)
+        if self.triton:
+            layer.w13_weight = w
+            self.b_ws = torch.zeros(8)
+        self.b_other = torch.zeros(8)
+"""
+
+
+def test_masked_sees_deletions_in_a_helper_another_root_analysed_first(tmp_path):
+    # both roots call swizzle with the same argument shapes: the second one reuses the first
+    # one's summary, and the deletion it makes is part of that summary (B leaves the plain
+    # tensor in its `if` block: B's store outside the block is not masked)
+    files = {"pkg/__init__.py": "", "pkg/m.py": SHARED_DELETING_HELPER}
+    got = _by_target(_run(tmp_path, files, Config(contract="vllm-layerwise")))
+    assert "deletes the checkpoint Parameter `w13_weight`" in got["self.a_ws"].masked
+    assert "deletes the checkpoint Parameter `w13_weight`" in got["self.b_ws"].masked
+    assert got["self.b_other"].masked is None
