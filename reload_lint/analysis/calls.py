@@ -428,6 +428,11 @@ class CallMixin:
             stack=fr.stack + ((path, mod, qn),),
             positions=(*fr.positions, (fr.func.get("qn"), fr.block_hint)),
         )
+        # the parameters are bound at the function's top level: a re-binding in a branch
+        # (`if cond: w = F.pad(w)`) keeps the argument as the other path's value
+        top = _top_block(f["body"])
+        if top is not None:
+            sub.blocks.update((p, top) for p in env)
         before = _root_effects(fr.root)
         try:
             self.exec_body(sub, f["body"])
@@ -712,3 +717,14 @@ def _effects_since(before: tuple, root, depth: int) -> tuple:
     out += [("loaders", a, None) for a in sorted(root.loaders - loaders)]
     out += [("derived", k, src) for k, src in root.derived_findings[n_derived:]]
     return tuple(out)
+
+
+def _top_block(body) -> tuple | None:
+    """The block path of a function body's top level (statements carry theirs)."""
+    for st in body:
+        where = st[7] if st[0] == "assign" and len(st) > 7 else None
+        if st[0] in ("expr", "del") and len(st) > 5:
+            where = st[5]
+        if where:
+            return tuple(where)[:1]
+    return None

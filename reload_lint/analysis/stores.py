@@ -208,6 +208,10 @@ class StoreMixin:
                         self.note_masking_store(fr, m_attr, v, owner, rule)
                         conf = v.conf if owner != "held" else V.lower(v.conf)
                         key = self.report(fr, rule, st, target, v, why, conf=conf)
+                        if key and v.kind in (V.FRESH, V.PARAM) and _existing_alternative(vals):
+                            # new storage on one path only (`F.pad(w)` under a config `if`,
+                            # `w` unchanged otherwise): a conditional store, never `high`
+                            self._conditional.add(key)
                         if key and owner == "data" and r.src:
                             # `param.data = ...` with `param = getattr(layer, name)`: the
                             # graph reads the attribute param came from, not `param`
@@ -331,6 +335,12 @@ class StoreMixin:
             backends=list(v.backends),
         )
         return key
+
+
+def _existing_alternative(vals: tuple) -> bool:
+    """Whether the stored value may also be a tensor that already exists (a registered one or
+    a view of it) rather than new storage."""
+    return any(v.kind in (V.REG, V.VIEW) for v in vals)
 
 
 def _new_storage_first(v: AV) -> int:

@@ -298,6 +298,47 @@ def test_high_confidence_needs_an_unconditional_store_and_a_reader(tmp_path):
     assert first.target == "self.buf"
 
 
+def test_new_storage_on_one_branch_only_is_a_conditional_store(tmp_path):
+    # a helper that re-binds its argument under a config `if` and returns it: the store is new
+    # storage on that path and the registered tensor itself on the other (ROCm MoE padding)
+    files = {
+        "pkg/__init__.py": "",
+        "pkg/m.py": """
+        import torch
+        import torch.nn.functional as F
+        from torch.nn import Parameter
+
+
+        class Method:
+            def create_weights(self, layer):
+                layer.register_parameter("w13", Parameter(torch.empty(4, 8)))
+                layer.register_parameter("w2", Parameter(torch.empty(4, 8)))
+
+            def _maybe_pad(self, weight):
+                if envs.PAD and weight.stride(-1) == 1:
+                    weight = F.pad(weight, (0, 64))[..., :-64]
+                return weight
+
+            def _pad(self, weight):
+                weight = F.pad(weight, (0, 64))[..., :-64]
+                return weight
+
+            def process_weights_after_loading(self, layer):
+                layer.w13.data = self._maybe_pad(layer.w13.data)
+                layer.w2.data = self._pad(layer.w2.data)
+
+            def apply(self, layer, x):
+                return x @ layer.w13 @ layer.w2
+        """,
+    }
+    found = _by_target(_run(tmp_path, files))
+    maybe, always = found["layer.w13.data"], found["layer.w2.data"]
+    assert maybe.rule == always.rule == "RL106"
+    assert maybe.reader and always.reader
+    assert maybe.confidence == "medium"
+    assert always.confidence == "high"
+
+
 # ---------------------------------------------------------------------- locations and names
 
 
