@@ -158,6 +158,7 @@ class CallMixin:
         if (
             meth.endswith("_")
             and not meth.startswith("_")
+            and meth != "set_"  # takes its argument's storage (ExprMixin.tensor_method)
             and any(b.kind in V.TENSORISH or b.kind == V.MATTR for b in recv)
         ):
             for a in args_e:

@@ -137,8 +137,11 @@ class Contract:
         """owner: module | object | held | data (then `holder` is the attribute whose `.data`
         is written). Returns (rule, why) or None."""
         inplace = self.name == "inplace-only"
-        if v.value == "empty" and v.kind == V.PARAM:
-            return None  # a zero-element Parameter: no storage a graph can read
+        if v.value == "empty" and (v.kind == V.PARAM or (v.kind == V.FRESH and owner != "data")):
+            # a zero-element tensor (`torch.empty(0)`), registered or not: it has no storage,
+            # so there is no address to move or free under a captured graph (`p.data =` one
+            # still frees the storage p had)
+            return None
         if idempotent_cast(v, holder if owner == "data" else attr):
             return None
         if v.kind == V.TUPLE:  # a tuple display is a container too

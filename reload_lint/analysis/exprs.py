@@ -3,6 +3,8 @@ tensor methods, evaluated to abstract values."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from reload_lint.analysis import values as V
 from reload_lint.analysis.frame import (
     Frame,
@@ -474,6 +476,18 @@ class ExprMixin:
             elif name in T.VIEW_TUPLE_METHODS:
                 part = (b,) if b.kind == V.FRESH else (AV(V.VIEW, src=b.src),)
                 out = V.union(out, (AV(V.CONTAINER, items=part, value="list"),))
+            elif name == "set_" and args:
+                # `t.set_(src, ...)`: t now uses src's storage (a zero-element `torch.empty(0)`
+                # receiver included): a view of src, or src's new storage
+                for a in args[0]:
+                    if a.kind in (V.REG, V.VIEW):
+                        out = V.union(out, self.view_of(fr, a, name, line))
+                    elif a.kind == V.FRESH:
+                        out = V.union(out, (replace(a, value=None),))
+                    else:
+                        note = f"`.{name}()` binds storage of unknown provenance"
+                        tr = (TraceStep(fr.path, line, note),)
+                        out = V.union(out, (AV(V.FRESH, conf="low", src=b.src, trace=tr),))
             elif name.endswith("_") and not name.startswith("_"):
                 out = V.union(out, (b,))
             else:

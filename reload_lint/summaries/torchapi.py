@@ -33,6 +33,8 @@ VIEW_METHODS = frozenset(
         "requires_grad_",
         "reshape",
         "flatten",
+        "untyped_storage",
+        "storage",
     }
 )
 # Views whose result is in general not contiguous (strides permuted, broadcast or skipping).
@@ -86,8 +88,6 @@ SCALAR_METHODS = frozenset(
         "is_contiguous",
         "element_size",
         "get_device",
-        "untyped_storage",
-        "storage",
         "is_floating_point",
         "is_complex",
         "equal",

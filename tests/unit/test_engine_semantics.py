@@ -52,7 +52,11 @@ def test_store_in_one_branch_does_not_hide_the_registered_value(tmp_path):
     assert _found(result) == set()
 
 
-def test_zero_element_parameters_are_not_storage_but_plain_empties_are_reported(tmp_path):
+def test_zero_element_tensors_are_not_storage_registered_or_not(tmp_path):
+    # a constant shape with a 0 dimension allocates nothing: no address to move or free under
+    # a captured graph, registered (`marlin_make_empty_g_idx`) or plain (RDNA3's
+    # `rdna3_empty_tw`). `.set_(storage)` gives such a tensor another one's storage: that is
+    # new storage (or an alias) again, and a `p.data =` swap to an empty one still frees p's
     result = _run(
         tmp_path,
         {
@@ -62,14 +66,21 @@ def test_zero_element_parameters_are_not_storage_but_plain_empties_are_reported(
 
 
             class Method:
+                def create_weights(self, layer: torch.nn.Module) -> None:
+                    layer.register_parameter("w", torch.nn.Parameter(torch.ones(4, 4)))
+
                 def process_weights_after_loading(self, layer: torch.nn.Module) -> None:
                     layer.register_parameter("g", torch.nn.Parameter(torch.empty((4, 0))))
                     layer.empty_tw = torch.empty(0)
+                    layer.empty_2d = torch.zeros((4, 0), dtype=torch.int32)
+                    s = torch.zeros(64).untyped_storage()
+                    layer.packed = torch.empty(0, dtype=torch.uint8).set_(s, 0, (64,), (1,))
+                    layer.w.data = torch.empty(0)
             """,
         },
         contract="inplace-only",
     )
-    assert _found(result) == {("pkg/m.py", 8, "RL101")}
+    assert _found(result) == {("pkg/m.py", 14, "RL101"), ("pkg/m.py", 15, "RL106")}
 
 
 def test_reshape_of_a_registered_tensor_is_a_view(tmp_path):
