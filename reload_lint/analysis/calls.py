@@ -40,6 +40,8 @@ class CallMixin:
                 root.loaders.add(a)
             elif kind == "derived":
                 root.derived_findings.append((a, val))
+            elif kind == "event":
+                root.events.append(a)
             elif kind == "deleted_at":
                 root.deleted_at.setdefault(a, (*prefix, *val) if val is not None else None)
             else:
@@ -112,6 +114,7 @@ class CallMixin:
             name = next((n.value for n in names if n.kind == V.STR and n.value), "<dynamic>")
             vals = self.eval(fr, args_e[1])
             target = f"{self.render(func[1])}.{name}"
+            self.note_rebind(fr, name)
             fr.heap[target] = tuple(
                 AV(V.REG, src=target, value=name) if v.kind in V.TENSORISH else v for v in vals
             )
@@ -697,6 +700,7 @@ def _root_effects(root) -> tuple:
         {n: set(getattr(root, n)) for n in _ROOT_DICTS},
         set(root.loaders),
         len(root.derived_findings),
+        len(root.events),
     )
 
 
@@ -709,7 +713,7 @@ def _rebase(value, depth: int, kind: str):
 
 
 def _effects_since(before: tuple, root, depth: int) -> tuple:
-    deleted, dicts, loaders, n_derived = before
+    deleted, dicts, loaders, n_derived, n_events = before
     out = [("deleted", a, None) for a in sorted(root.deleted - deleted)]
     for name in _ROOT_DICTS:
         cur = getattr(root, name)
@@ -717,6 +721,7 @@ def _effects_since(before: tuple, root, depth: int) -> tuple:
             out.append((name, a, _rebase(cur[a], depth, name)))
     out += [("loaders", a, None) for a in sorted(root.loaders - loaders)]
     out += [("derived", k, src) for k, src in root.derived_findings[n_derived:]]
+    out += [("event", ev, None) for ev in root.events[n_events:]]
     return tuple(out)
 
 

@@ -425,6 +425,7 @@ class ExprMixin:
             return (V.NON,)
         if name == "delattr":
             if literal and any(b.kind == V.MODULE for b in recv):
+                self.note_rebind(fr, literal)
                 fr.root.deleted.add(literal)
                 fr.root.deleted_at.setdefault(literal, self.root_block(fr))
             return (V.NON,)

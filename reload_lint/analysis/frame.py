@@ -32,6 +32,9 @@ class RootState:
     loaders: set = field(default_factory=set)
     plain: dict = field(default_factory=dict)  # checkpoint names given a plain tensor
     deleted_at: dict = field(default_factory=dict)  # deleted name -> block in the root
+    # in order: ("rebind", name) for every store, registration or deletion of a layer
+    # attribute, ("alias", finding key, names) for every RL107 alias of registered tensors
+    events: list = field(default_factory=list)
 
 
 @dataclass

@@ -63,6 +63,7 @@ class Analyzer(ExprMixin, CallMixin, StoreMixin, ReaderMixin, PathFactsMixin):
         self._callers_seen: set[str] = set()  # finding keys whose store sits under a guard
         self._held_types: dict[tuple[str, str], set[str]] = {}
         self._reach: dict[str, list] = {}
+        self._holder_walks: dict[tuple, tuple] = {}  # (class, on self) -> (reached, gaps)
         self.cache_modules: list[str] = []  # modules with first-use caches (RL201 candidates)
         self._buffers: set[str] | None = None
         self.oracles = Oracles(index)  # class-valued attributes chosen by an oracle
@@ -95,6 +96,7 @@ class Analyzer(ExprMixin, CallMixin, StoreMixin, ReaderMixin, PathFactsMixin):
         self.scoped: dict[tuple, object] = {}  # finding key -> Scope it was reached in
         self.dropped: dict[tuple, str] = {}  # finding key -> why path facts removed it
         self.facts: dict[tuple, dict] = {}  # finding key -> triage fields (guard, masked)
+        self._alias_stable: dict[tuple, list] = {}  # RL107 key -> per root: (stable, names)
 
     def is_apply(self, name: str) -> bool:
         """Apply/forward-path methods: the configured names and their `forward*`/`apply*` kin."""
@@ -142,6 +144,7 @@ class Analyzer(ExprMixin, CallMixin, StoreMixin, ReaderMixin, PathFactsMixin):
         self.run_lazy()
         self.run_apply_caches([*modules, *self.cache_modules])
         self.drop_unresolved_names()
+        self.drop_stable_aliases()
         self.resolve_guards()
         self.add_graph_visibility()
         self.apply_facts()
@@ -199,6 +202,7 @@ class Analyzer(ExprMixin, CallMixin, StoreMixin, ReaderMixin, PathFactsMixin):
         )
         self.exec_body(frame, f["body"])
         self.finish_masked(state, f, frame.cls_key, path)
+        self.finish_aliases(state)
         for fkey, src in state.derived_findings:
             if src in state.deleted and fkey in self.findings:
                 fd = self.findings[fkey]
@@ -302,6 +306,7 @@ class Analyzer(ExprMixin, CallMixin, StoreMixin, ReaderMixin, PathFactsMixin):
         if tgt[0] == "a":
             base = self.eval(fr, tgt[1])
             if any(b.kind == V.MODULE for b in base):
+                self.note_rebind(fr, tgt[2])
                 fr.root.deleted.add(tgt[2])
                 fr.root.deleted_at.setdefault(tgt[2], self.root_block(fr))
             fr.heap.pop(self.render(tgt), None)

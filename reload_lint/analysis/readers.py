@@ -13,8 +13,18 @@ A read counts only where the store's own object can reach it at apply time:
   store on a path named for another one.
 
 An attribute of the same name read by an unrelated class is not evidence. The reader found is
-written to the finding's `reader` and as the last trace step; none found lowers the
-confidence one step.
+written to the finding's `reader` and as the last trace step.
+
+When none is found, the search is checked for completeness (`no_reader`): the store's family
+and, for a store on the layer, the layer's own class (from the root's annotation or the module
+classes that build the root's class; unknown, the search is incomplete) are walked as deep as
+calls go, following where the holder (the layer, or the object itself) is handed. Complete
+means nothing was left unfollowed where the holder could escape (a method of an object of
+unknown class on it, the holder handed to code not followed), no reached function reads the
+attribute, and nothing in the family, the layer's classes or the store's module reads it
+outside a store (a post-load helper that hands it into a quant config). A complete, empty
+search means no captured forward reads the store: no finding (the reason is kept with the
+dropped findings). Otherwise the finding stays, one confidence step lower.
 """
 
 from __future__ import annotations
@@ -23,6 +33,7 @@ import re
 from collections import deque
 
 from reload_lint.analysis import values as V
+from reload_lint.analysis.frame import MODULE_ANNOT_HINTS, MODULE_PARAM_NAMES
 from reload_lint.findings import TraceStep
 from reload_lint.index.extract import dotted
 
@@ -64,6 +75,31 @@ BACKEND_TOKENS = frozenset(
 )
 _SPLIT = re.compile(r"[^a-z0-9]+")
 MAX_CALL_DEPTH = 3
+# nn.Module methods a forward calls on itself or its layer that read no attribute by name
+MODULE_API = frozenset(
+    {
+        "register_buffer",
+        "register_parameter",
+        "parameters",
+        "named_parameters",
+        "buffers",
+        "named_buffers",
+        "modules",
+        "named_modules",
+        "children",
+        "named_children",
+        "state_dict",
+        "train",
+        "eval",
+        "to",
+        "cuda",
+        "cpu",
+        "half",
+        "float",
+        "extra_repr",
+    }
+)
+FULL_NODES = 3000
 
 
 def backend_tokens(*names: str) -> frozenset:
@@ -75,6 +111,71 @@ def backend_tokens(*names: str) -> frozenset:
             if word in BACKEND_TOKENS:
                 out.add(word)
     return frozenset(out)
+
+
+def _module_param(f: dict, p: str) -> bool:
+    ann = dict(f["annotations"]).get(p, "")
+    return p in MODULE_PARAM_NAMES or any(h in ann for h in MODULE_ANNOT_HINTS)
+
+
+def _handed(c, g: dict, bound: bool, has: frozenset, me: str | None) -> frozenset:
+    """The callee's parameters that receive the holder at call `c`."""
+    params = list(g["params"])
+    out = set()
+    if bound and params:
+        recv = c[1][1]
+        if recv[0] == "n" and recv[1] in has and recv[1] == me:
+            out.add(params[0])  # self.m(...) on the holder itself
+        params = params[1:]
+    for i, a in enumerate(c[2]):
+        if _names_obj(a, has) and i < len(params):
+            out.add(params[i])
+    for k, v in c[3]:
+        if _names_obj(v, has) and k in g["params"]:
+            out.add(k)
+    return frozenset(out)
+
+
+def _escapes(c, has: frozenset) -> str | None:
+    """How a call not followed may reach the holder: a method of something the holder holds,
+    or the holder handed to it."""
+    fn = c[1]
+    base = fn
+    while base[0] == "a":
+        base = base[1]
+    shown = dotted(fn) if fn[0] in ("n", "a") else "?"
+    if base[0] == "n" and base[1] in has and fn[0] == "a":
+        return f"calls `{shown}(...)` on the holder or what it holds, not followed"
+    if any(_names_obj(a, has) for a in (*c[2], *(v for _k, v in c[3]))):
+        return f"hands `{'/'.join(sorted(has))}` to `{shown}(...)`, not followed"
+    return None
+
+
+def _reads(f: dict, attr: str) -> bool:
+    """Whether `f` reads `attr` other than by storing to it (`x.attr = ...` is recorded as a
+    read of the target too)."""
+    lines = {ln for a, ln in f["reads"] if a == attr}
+    if not lines:
+        return False
+    for st in f["body"]:
+        if st[0] == "assign" and any(t[0] == "a" and t[2] == attr for t in st[4]):
+            lines -= set(range(st[1], (st[3] if len(st) > 3 else st[1]) + 1))
+    return bool(lines)
+
+
+def _chain(e) -> list:
+    """`a.b.c` as [c, b, a] (attribute names outermost first)."""
+    out = []
+    while e[0] == "a":
+        out.append(e[2])
+        e = e[1]
+    out.append(e[1] if e[0] == "n" else "?")
+    return out
+
+
+def _names_obj(e, objs: set) -> bool:
+    """Whether an argument expression is one of `objs` itself (not an attribute of it)."""
+    return isinstance(e, tuple) and len(e) >= 2 and e[0] == "n" and e[1] in objs
 
 
 def _calls(e, out: list) -> None:
@@ -189,6 +290,12 @@ class ReaderMixin:
     # ------------------------------------------------------------------ call graph
     def _callees(self, mod: str, f: dict, cls_key: str | None) -> list[tuple]:
         """(module, qualname, function, class key of its self) for what `f` calls."""
+        return [t[:4] for t in self._call_targets(mod, f, cls_key)]
+
+    def _call_targets(self, mod: str, f: dict, cls_key: str | None, gaps=None) -> list[tuple]:
+        """(module, qualname, function, class key of its self, call, bound) for what `f`
+        calls; `bound` when the callee's first parameter is the receiver. With `gaps` (a
+        list), the calls not followed are described there."""
         calls: list = []
         for st in f["body"]:
             for part in st[4:]:
@@ -202,12 +309,12 @@ class ReaderMixin:
             if fn[0] == "a" and me and fn[1] == ("n", me) and cls_key:
                 found = self.index.lookup_method(cls_key, fn[2])
                 if found:
-                    targets.append((*found, cls_key))
+                    targets.append((*found, cls_key, True))
             elif fn[0] == "a" and me and fn[1][0] == "a" and fn[1][1] == ("n", me) and cls_key:
                 for held in self._held_classes(cls_key, fn[1][2]):
                     found = self.index.lookup_method(held, fn[2])
                     if found:
-                        targets.append((*found, held))
+                        targets.append((*found, held, True))
             else:
                 d = dotted(fn) if fn[0] in ("n", "a") else None
                 q = self.index.qualify(mod, d) if d else None
@@ -215,14 +322,16 @@ class ReaderMixin:
                 if r is not None and r[0] == "func":
                     g = self.index.function(r[1], r[2])
                     if g is not None and not g["cls"]:
-                        targets.append((r[1], r[2], None))
-            for m, qn, ck in targets:
+                        targets.append((r[1], r[2], None, False))
+            if not targets and gaps is not None:
+                gaps.append(c)
+            for m, qn, ck, bound in targets:
                 if (m, qn, ck) in seen:
                     continue
                 seen.add((m, qn, ck))
                 g = self.index.function(m, qn)
                 if g is not None:
-                    out.append((m, qn, g, ck))
+                    out.append((m, qn, g, ck, c, bound))
         return out
 
     def _reachable(self, cls_key: str) -> list[tuple]:
@@ -231,6 +340,23 @@ class ReaderMixin:
         if cls_key in self._reach:
             return self._reach[cls_key]
         self._reach[cls_key] = []
+        out: list[tuple] = []
+        seen: set = set()
+        queue = deque(self._entries(cls_key))
+        while queue:
+            mod, qn, f, ck, path = queue.popleft()
+            if (mod, qn, ck) in seen:
+                continue
+            seen.add((mod, qn, ck))
+            out.append((mod, qn, f, path))
+            if len(path) > MAX_CALL_DEPTH:
+                continue
+            for m2, qn2, g, ck2 in self._callees(mod, f, ck):
+                queue.append((m2, qn2, g, ck2, (*path, qn2)))
+        self._reach[cls_key] = out
+        return out
+
+    def _entries(self, cls_key: str) -> list[tuple]:
         mod0, _, cqn = cls_key.partition(":")
         entries: list[tuple] = []
         done: set[str] = set()
@@ -245,21 +371,77 @@ class ReaderMixin:
             f = self.index.function(mod, qn)
             if f is not None:
                 entries.append((mod, qn, f, cls_key, (qn,)))
+        return entries
+
+    def _holder_walk(
+        self, cls_key: str, on_self: bool, via: str | None = None, layers: tuple = ()
+    ) -> tuple[list, list]:
+        """Everything the class's entries reach, as deep as calls go (up to FULL_NODES
+        functions), following where the store's holder goes: the layer the entries are
+        handed (module-typed parameters), or with `on_self` the object itself. Returns
+        (reached (module, qn, function, entry path), gaps): a gap is a call not followed in a
+        function that has the holder and could hand it on (`layer.kernel.run(...)`,
+        `self.impl.apply(...)` on an object of unknown class, `op(layer, ...)`)."""
+        key = (cls_key, on_self, via, layers)
+        if key in self._holder_walks:
+            return self._holder_walks[key]
+        self._holder_walks[key] = ([], [])
+        holders: dict[tuple, frozenset] = {}
         out: list[tuple] = []
-        seen: set = set()
-        queue = deque(entries)
+        gaps: list[str] = []
+        queue: deque = deque()
+        for mod, qn, f, ck, path in self._entries(cls_key):
+            me = f["params"][0] if f["cls"] and f["params"] else None
+            names = {p for p in f["params"] if p != me and _module_param(f, p)}
+            if on_self and me:
+                names.add(me)
+            queue.append((mod, qn, f, ck, path, frozenset(names)))
         while queue:
-            mod, qn, f, ck, path = queue.popleft()
-            if (mod, qn, ck) in seen:
+            mod, qn, f, ck, path, has = queue.popleft()
+            node = (mod, qn, ck)
+            old = holders.get(node)
+            if old is not None and has <= old:
                 continue
-            seen.add((mod, qn, ck))
-            out.append((mod, qn, f, path))
-            if len(path) > MAX_CALL_DEPTH:
-                continue
-            for m2, qn2, g, ck2 in self._callees(mod, f, ck):
-                queue.append((m2, qn2, g, ck2, (*path, qn2)))
-        self._reach[cls_key] = out
-        return out
+            first = old is None
+            holders[node] = has | (old or frozenset())
+            if first:
+                out.append((mod, qn, f, path))
+                if len(out) >= FULL_NODES:
+                    gaps.append(f"more than {FULL_NODES} functions reachable")
+                    break
+            missed: list = []
+            me = f["params"][0] if f["cls"] and f["params"] else None
+            for m2, qn2, g, ck2, c, bound in self._call_targets(mod, f, ck, missed):
+                queue.append((m2, qn2, g, ck2, (*path, qn2), _handed(c, g, bound, has, me)))
+            for c in missed if has else ():
+                fn = c[1]
+                if via and me and fn[0] == "a" and fn[1][0] == "a" and fn[1][1] == ("n", me):
+                    # the layer calling the object it holds whose post-load stored (`self.
+                    # quant_method.apply(layer=self, ...)`): that object's class
+                    found = self.index.lookup_method(via, fn[2])
+                    g = self.index.function(*found) if found else None
+                    if g is not None:
+                        h = _handed(c, g, True, has, me)
+                        queue.append((found[0], found[1], g, via, (*path, found[1]), h))
+                        continue
+                if fn[0] == "a" and fn[1][0] == "n" and fn[1][1] in has:
+                    # a method of the holder itself: the layer's class when it is known
+                    found = next(
+                        (m for m in (self.index.lookup_method(lk, fn[2]) for lk in layers) if m),
+                        None,
+                    )
+                    g = self.index.function(*found) if found else None
+                    if g is not None and g["params"]:
+                        h = _handed(c, g, False, has, me) | {g["params"][0]}
+                        queue.append((found[0], found[1], g, None, (*path, found[1]), h))
+                        continue
+                    if fn[2] in MODULE_API:
+                        continue
+                why = _escapes(c, has)
+                if why:
+                    gaps.append(f"{qn} {why}")
+        self._holder_walks[key] = (out, gaps)
+        return out, gaps
 
     def find_reader(self, attr: str, owners: list[str], store_names: tuple) -> tuple | None:
         """(path, line, qn, via) of the first read of `attr` reachable from an owner's entries."""
@@ -325,10 +507,97 @@ class ReaderMixin:
                 fd.trace.append(TraceStep(path, line, note))
                 fd.reader = f"{path}:{line} in {qn}"
             elif fd.rule not in ("RL108", "RL201"):
+                why = self.no_reader(attr, owners, key)
+                if why:
+                    self.dropped[key] = why
+                    del self.findings[key]
+                    continue
                 fd.confidence = V.lower(fd.confidence)
                 fd.trace.append(
                     TraceStep(fd.path, fd.line, "no apply-time read of this attribute found")
                 )
+
+    def no_reader(self, attr: str, owners: list[str], key: tuple) -> str | None:
+        """Why nothing reads the store at apply time, when the reader search that found
+        nothing was complete; None when it was not (the finding stays, one step less sure).
+
+        Complete means: the store's class family has apply/forward entries; everything they
+        call on the way was followed (no method of an object of unknown class, no call
+        deeper than the search, no `self`/layer handed to code not followed); and nothing
+        outside those entries reads the attribute where it could hand it on: no other
+        method of the family (a post-load helper that puts it in a quant config), no function
+        of the store's module, no method of the layer classes that hold the root's class."""
+        if not attr:
+            return None
+        entries: list[str] = []
+        reached: set[tuple] = set()
+        on_self = self.findings[key].target.startswith("self.")
+        store_cls, root_cls, _names = self._store_site.get(key, (None, None, ()))
+        layers = tuple(self._layer_classes(key, root_cls))
+        if not on_self and not layers:
+            # a store on the layer: the layer's own class is a reader too (its forward, and
+            # what it hands itself to); unknown, the search cannot be complete
+            return None
+        for ck in owners:
+            reached_ck, gaps = self._holder_walk(ck, on_self, layers=layers)
+            for mod, qn, f, path in reached_ck:
+                reached.add((mod, qn))
+                if len(path) == 1:
+                    entries.append(qn)
+                if _reads(f, attr):
+                    return None  # read deeper than the reader search goes
+            if gaps:
+                return None
+        if not entries:
+            return None
+        classes = [c for c in owners if not c.endswith(":")]
+        if not on_self:
+            for lk in layers:
+                walked, gaps = self._holder_walk(lk, True, via=root_cls, layers=layers)
+                if gaps or any(_reads(f, attr) for _m, _q, f, _p in walked):
+                    return None
+                classes += [c for c in (*self.index.mro(lk), *self.index.subclasses(lk))]
+        for ck in classes:
+            for mod, _name, qn in self.index.mro_methods(ck):
+                f = self.index.function(mod, qn)
+                if f is not None and (mod, qn) not in reached and _reads(f, attr):
+                    return None
+        if on_self:
+            # what holds the object (the layer's `quant_method`, a kernel's owner) may read
+            # it by name: any read outside the walk of the parsed code keeps the finding
+            for rec in self.index.loaded_records():
+                for qn, f in rec["functions"].items():
+                    if (rec["module"], qn) not in reached and _reads(f, attr):
+                        return None
+        mod0 = self._store_site_module.get(key, "")
+        rec = self.index.record(mod0) if mod0 else None
+        for qn, f in (rec or {}).get("functions", {}).items():
+            if not f["cls"] and (mod0, qn) not in reached and _reads(f, attr):
+                return None
+        family = sorted({e.split(".")[0] for e in entries})
+        return (
+            f"no apply-time read: the apply/forward paths of {', '.join(family[:3])}"
+            f"{' and others' if len(family) > 3 else ''} never read `{attr}`, and nothing "
+            "else in that family or in the store's module does"
+        )
+
+    def _layer_classes(self, key: tuple, root_cls: str | None) -> list[str]:
+        """Module classes the post-load root's layer can be: the classes that build the
+        root's class and keep it, and the class its layer parameter is annotated with."""
+        out = [b for b, _built in self._builders_of(root_cls)] if root_cls else []
+        rpath, rqn = self._root_of.get(key, ("", ""))
+        mod = root_cls.partition(":")[0] if root_cls else ""
+        f = self.index.function(mod, rqn) if mod else None
+        for p, ann in (f or {}).get("annotations", ()):
+            if p not in MODULE_PARAM_NAMES or not ann or ann.startswith("type:"):
+                continue
+            q = self.index.qualify(mod, ann.strip("'\""))
+            r = self.index.resolve(q) if q else None
+            if r is not None and r[0] == "class":
+                ck = f"{r[1]}:{r[2]}"
+                if self.index.is_module_class(ck) and ck not in out:
+                    out.append(ck)
+        return out
 
     def drop_unresolved_names(self) -> None:
         """A store site reached both with names resolved (`layer.w13_scale`, from callers that

@@ -191,6 +191,10 @@ class StoreMixin:
                     owner = "data" if r.kind != V.FRESH else None
                 if owner is None:
                     continue
+                if owner == "module" and not mutate:
+                    self.note_rebind(fr, attr)
+                elif owner == "data" and r.src:
+                    self.note_rebind(fr, r.src.rsplit(".", 1)[-1])
                 if owner == "object" and r.value in ("rebuilt", "part"):
                     # the holder is built on this same path (`quant_config._w1.bias = layer.b`
                     # on the config the root just built): it is rebuilt on every reload, so
@@ -208,6 +212,8 @@ class StoreMixin:
                         self.note_masking_store(fr, m_attr, v, owner, rule)
                         conf = v.conf if owner != "held" else V.lower(v.conf)
                         key = self.report(fr, rule, st, target, v, why, conf=conf)
+                        if key and rule == "RL107":
+                            self.note_alias(fr, key, v)
                         if key and v.kind in (V.FRESH, V.PARAM) and _existing_alternative(vals):
                             # new storage on one path only (`F.pad(w)` under a config `if`,
                             # `w` unchanged otherwise): a conditional store, never `high`
@@ -236,6 +242,48 @@ class StoreMixin:
                     if fr.mode == "apply" and v.kind == V.FRESH and v.src:
                         self.report(fr, "RL201", st, target, v, f"derived from `{v.src}`")
                         break
+
+    # ------------------------------------------------------------------ stable aliases
+    # An alias of a registered tensor taken after loading (RL107) is an escape only when the
+    # layer's registered name stops holding that tensor later in the same post-load: the
+    # reload's copy-back restores what is registered under each name at the end of the pass
+    # (the storage registered when graphs were captured), so an alias of the final registered
+    # tensor is, at capture time, an alias of the storage copy-back keeps. An alias taken
+    # before the name is re-bound, re-registered, swapped through `.data` or deleted holds an
+    # intermediate tensor that copy-back never refreshes.
+    def note_rebind(self, fr: Frame, attr: str) -> None:
+        if fr.mode == "post" and attr:
+            fr.root.events.append(("rebind", attr))
+
+    def note_alias(self, fr: Frame, key: tuple, v: AV) -> None:
+        fr.root.events.append(("alias", key, _alias_names(v)))
+
+    def finish_aliases(self, state) -> None:
+        """At the end of a root: for each alias it took, whether the names it aliases were
+        still registered untouched when the root ended."""
+        pending: list[tuple] = []
+        for ev in state.events:
+            if ev[0] == "alias":
+                pending.append([ev[1], ev[2], True])
+            else:
+                for p in pending:
+                    if ev[1] in p[1]:
+                        p[2] = False
+        for key, names, stable in pending:
+            self._alias_stable.setdefault(key, []).append((stable and bool(names), names))
+
+    def drop_stable_aliases(self) -> None:
+        for key, verdicts in self._alias_stable.items():
+            fd = self.findings.get(key)
+            if fd is None or fd.rule != "RL107" or not all(ok for ok, _n in verdicts):
+                continue
+            names = sorted({n for _ok, ns in verdicts for n in ns})
+            shown = ", ".join(f"`{n}`" for n in names)
+            self.dropped[key] = (
+                f"aliases {shown}, still registered on the layer when post-load ends: "
+                "copy-back restores that storage, which is what graphs captured"
+            )
+            del self.findings[key]
 
     # ------------------------------------------------------------------ object fields
     def note_field(self, cls_key: str, attr: str, vals: tuple) -> None:
@@ -335,6 +383,28 @@ class StoreMixin:
             backends=list(v.backends),
         )
         return key
+
+
+def _alias_names(v: AV) -> frozenset:
+    """The registered names an RL107 value aliases; empty when one of them is unknown (then
+    nothing can be said about its stability)."""
+    if v.kind in (V.REG, V.VIEW) or (v.kind == V.PARAM and v.value == "alias"):
+        parts = [v]
+    elif v.kind == V.CALLABLE:
+        parts = [c for _n, cap in v.items for c in cap if c.kind in (V.REG, V.VIEW)]
+    elif v.kind == V.TUPLE:
+        parts = [c for group in v.items for c in group if c.kind in (V.REG, V.VIEW)]
+    elif v.kind in (V.CONTAINER, V.OBJ, V.MODULE):
+        parts = [c for c in v.items if c.kind in (V.REG, V.VIEW)]
+    else:
+        parts = []
+    names = set()
+    for c in parts:
+        name = c.src.rsplit(".", 1)[-1] if c.src else ""
+        if not name.isidentifier():
+            return frozenset()
+        names.add(name)
+    return frozenset(names)
 
 
 def _existing_alternative(vals: tuple) -> bool:

@@ -283,7 +283,7 @@ def test_high_confidence_needs_an_unconditional_store_and_a_reader(tmp_path):
                 self.unread = torch.zeros(4)
 
             def apply_weights(self, layer, x):
-                return x + self.ws + self.buf
+                return x + self.ws + self.buf + ext.run(self, x)
         """,
     }
     found = _by_target(_run(tmp_path, files))
@@ -291,6 +291,8 @@ def test_high_confidence_needs_an_unconditional_store_and_a_reader(tmp_path):
     # `if self.ws is None:` is a run-once guard the reload does not reset (path facts): the
     # second pass keeps the first storage, so there is no finding to rank at all
     assert "self.ws" not in found
+    # no read found, but apply hands the object to code the search does not follow: kept,
+    # one step less sure
     assert found["self.unread"].reader is None and found["self.unread"].confidence == "medium"
     ranks = {"high": 0, "medium": 1, "low": 2}
     # sorting by confidence puts the unconditional, read store first
@@ -337,6 +339,74 @@ def test_new_storage_on_one_branch_only_is_a_conditional_store(tmp_path):
     assert maybe.reader and always.reader
     assert maybe.confidence == "medium"
     assert always.confidence == "high"
+
+
+MOE_WORKSPACE = {
+    "pkg/__init__.py": "",
+    "pkg/layer.py": """
+    import torch
+
+
+    class MoELayer(torch.nn.Module):
+        def forward(self, x):
+            return self.quant_method.apply(self, x)
+    """,
+    "pkg/dense.py": """
+    import torch
+
+
+    class DenseMarlinKernel:
+        def apply_weights(self, layer, x):
+            return marlin_gemm(x, layer.weight, workspace=layer.workspace)
+    """,
+    "pkg/moe.py": """
+    import torch
+
+    from pkg.layer import MoELayer
+
+
+    def make_workspace(device):
+        return torch.zeros(64, device=device)
+
+
+    class MarlinMoEMethod:
+        def process_weights_after_loading(self, layer: MoELayer) -> None:
+            layer.workspace = make_workspace(layer.w13.device)
+            layer.handed_scale = torch.ones(4)
+            layer.read_scale = torch.ones(4)
+            self.config = self.make_config(layer)
+
+        def make_config(self, layer):
+            return (layer.handed_scale,)
+
+        def apply(self, layer, x):
+            return fused_marlin_moe(x, layer.w13, layer.read_scale, self.config)
+
+
+    class UntypedMoEMethod:
+        def process_weights_after_loading(self, layer) -> None:
+            layer.workspace = make_workspace(layer.w13.device)
+
+        def apply(self, layer, x):
+            return fused_marlin_moe(x, layer.w13)
+    """,
+}
+
+
+def test_a_store_no_apply_path_of_its_family_reads_is_no_finding(tmp_path):
+    # the MoE Marlin workspace: the dense Marlin kernel reads `layer.workspace` (another class
+    # family, matched by name only); the MoE method's apply, the layer's forward that calls
+    # it, and everything they call never read it: nothing captures it, no finding
+    findings = _run(tmp_path, MOE_WORKSPACE).findings
+    found = {(f.path, f.target): f for f in findings}
+    ws = [f for f in findings if f.target == "layer.workspace"]
+    assert [f.symbol for f in ws] == ["UntypedMoEMethod.process_weights_after_loading"]
+    kept = ws[0]
+    # the layer's class is unknown there: the search is not complete, the finding stays
+    assert kept.reader is None and kept.confidence == "medium"
+    # a store the family reads outside apply (handed into the config apply reads) stays
+    assert found[("pkg/moe.py", "layer.handed_scale")].reader is None
+    assert found[("pkg/moe.py", "layer.read_scale")].reader
 
 
 # ---------------------------------------------------------------------- locations and names
