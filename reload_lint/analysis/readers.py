@@ -315,6 +315,20 @@ class ReaderMixin:
                     found = self.index.lookup_method(held, fn[2])
                     if found:
                         targets.append((*found, held, True))
+            elif (
+                fn[0] == "a"
+                and fn[1][0] == "a"
+                and fn[1][1][0] == "n"
+                and fn[1][1][1] != me
+                and _module_param(f, fn[1][1][1])
+                and cls_key
+            ):
+                # `layer.kernel.run(...)`: an object the layer holds, of the class this
+                # class's methods (or the layer's constructor) store there
+                held = self.layer_attr_type(cls_key, fn[1][2])
+                found = self.index.lookup_method(held, fn[2]) if held else None
+                if found:
+                    targets.append((*found, held, True))
             else:
                 d = dotted(fn) if fn[0] in ("n", "a") else None
                 q = self.index.qualify(mod, d) if d else None

@@ -409,6 +409,43 @@ def test_a_store_no_apply_path_of_its_family_reads_is_no_finding(tmp_path):
     assert found[("pkg/moe.py", "layer.read_scale")].reader
 
 
+def test_a_kernel_the_layer_holds_is_followed_from_apply(tmp_path):
+    # `layer.kernel = Kernel(...)` in create_weights, prepared by a post-load helper of
+    # another name; apply reaches the kernel through the layer (`layer.kernel.run(x)`)
+    files = {
+        "pkg/__init__.py": "",
+        "pkg/m.py": """
+        import torch
+
+
+        class Kernel:
+            def __init__(self, n):
+                self.n = n
+
+            def prepare(self, layer):
+                self.workspace = torch.zeros(self.n)
+
+            def run(self, x):
+                return x + self.workspace
+
+
+        class Method:
+            def create_weights(self, layer):
+                layer.kernel = Kernel(4)
+
+            def process_weights_after_loading(self, layer):
+                layer.kernel.prepare(layer)
+
+            def apply(self, layer, x):
+                return layer.kernel.run(x)
+        """,
+    }
+    fd = _by_target(_run(tmp_path, files))["self.workspace"]
+    assert fd.reader == "pkg/m.py:13 in Kernel.run"
+    assert "via Method.apply" in fd.trace[-1].note
+    assert fd.confidence == "high"
+
+
 # ---------------------------------------------------------------------- locations and names
 
 
