@@ -38,7 +38,7 @@ from reload_lint.findings import FileError
 
 # 9: class decorators and dataclass fields, early-exit lazy guards; 10: binary operators carry
 # their line; 11: state-flag pseudo-statements, block paths on expression statements
-EXTRACT_VERSION = "11"
+EXTRACT_VERSION = "12"
 PACK_VERSION = 1
 MAX_FILE_BYTES = 8 * 1024 * 1024
 RACY_NS = 2_000_000_000  # rows this close to the pack's write time are re-hashed

@@ -324,6 +324,13 @@ class ExprMixin:
                 ):
                     out = V.union(out, (self.choice_value(choices, b, attr),))
                 elif (
+                    b.cls
+                    and attr not in regs
+                    and (members := self.oracles.attr_members(b.cls, attr))
+                ):
+                    # an enum member the oracle chose (`self.fp8_backend`): which ones
+                    out = V.union(out, (AV(V.UNKNOWN, value=("members", members)),))
+                elif (
                     k == V.MODULE
                     and not b.cls
                     and attr not in regs
@@ -464,6 +471,33 @@ class ExprMixin:
             value = None
         return (AV(V.VIEW, conf=b.conf, trace=b.trace, src=b.src, value=value),)
 
+    # ------------------------------------------------------------------ member tests
+    def cond_cannot_hold(self, fr: Frame, terms) -> bool:
+        """Whether one conjunct `x in [E.A, ...]` / `x == E.A` (or negated) of an `if` test is
+        false for every member x can be: x's values all carry the members an oracle chose
+        (`self.fp8_backend` from the select function; analysis/oracles.py)."""
+        for name, positive, written in terms:
+            vals = fr.env.get(name)
+            if not vals or not all(v.kind == V.UNKNOWN and _members(v) for v in vals):
+                continue
+            can = frozenset(m for v in vals for m in _members(v))
+            tested = set()
+            for d in written:
+                head, _, member = d.rpartition(".")
+                q = self.index.qualify(fr.module, head)
+                r = self.index.resolve(q) if q else None
+                if r is None or r[0] != "class":
+                    tested = None
+                    break
+                tested.add(f"{r[1]}:{r[2]}.{member}")
+            if tested is None:
+                continue
+            if positive and not (can & tested):
+                return True
+            if not positive and can <= tested:
+                return True
+        return False
+
     def tensor_method(self, fr: Frame, recv: tuple, name: str, args, line) -> tuple:
         out: tuple = ()
         for b in recv:
@@ -512,3 +546,10 @@ class ExprMixin:
                     ),
                 )
         return out or (V.UNK,)
+
+
+def _members(v: AV) -> frozenset:
+    """The enum members a value can be (an oracle's choice set), or empty."""
+    if isinstance(v.value, tuple) and len(v.value) == 2 and v.value[0] == "members":
+        return v.value[1]
+    return frozenset()

@@ -61,6 +61,8 @@ class Frame:
     block_hint: tuple | None = None  # its block path (assignments and expressions)
     # (qualname, block path) of the calling statement in each caller, root first
     positions: tuple = ()
+    # > 0 inside an `if` body whose member test cannot hold (see Analyzer.exec_cond)
+    dead: int = 0
 
 
 def _has_zero_dim(args) -> bool:

@@ -219,6 +219,19 @@ class Analyzer(ExprMixin, CallMixin, StoreMixin, ReaderMixin, PathFactsMixin):
     # ------------------------------------------------------------------ statements
     def exec_body(self, fr: Frame, body) -> None:
         for st in body:
+            if fr.dead:
+                # inside a branch its member test rules out: only the nesting is followed
+                if st[0] == "condon":
+                    fr.dead += 1
+                elif st[0] == "condoff":
+                    fr.dead -= 1
+                continue
+            if st[0] == "condon":
+                if self.cond_cannot_hold(fr, st[4]):
+                    fr.dead = 1
+                continue
+            if st[0] == "condoff":
+                continue
             fr.line = st[1]
             fr.line_hint = st[1]
             if st[0] == "assign":

@@ -14,6 +14,7 @@ Values are frozensets of items:
   ("F", module, qualname)        a project function (so calls through locals resolve)
   ("L", items)                   a list/tuple/set/dict of items (iterated or indexed)
   ("T", (items, ...))            a positional tuple (unpacked by position)
+  ("E", "module:Enum.MEMBER")    a member of a project enum class (`Backend.MARLIN`)
   ("N",)                         None
   ("?",)                         anything else
 Nothing here evaluates tensors or reports; it only names classes.
@@ -65,11 +66,42 @@ class Oracles:
                     vals = self.expr(mod, f, st[5], st[1], 0)
                     if pos >= 0:
                         vals = _unpack(vals, pos)
-                    if any(item[0] in ("?", "L", "T", "F") for item in vals):
+                    if any(item[0] in ("?", "L", "T", "F", "E") for item in vals):
                         unread = True
                     for item in _classes(vals):
                         found.setdefault(item[1], item[1:])
         out = None if unread else (tuple(found[k] for k in sorted(found)) or None)
+        self._attr[key] = out
+        return out
+
+    def attr_members(self, cls_key: str, attr: str) -> frozenset | None:
+        """The enum members (`module:Enum.MEMBER`) `self.<attr>` can hold, read from every
+        store to it in the class's methods, like attr_choices; None when a store can hold
+        anything else (a value not read, a class, None)."""
+        key = ("members", cls_key, attr)
+        if key in self._attr:
+            return self._attr[key]
+        self._attr[key] = None
+        found: set[str] = set()
+        for mod, _name, mqn in self.index.mro_methods(cls_key):
+            f = self.index.function(mod, mqn)
+            if f is None or not f["params"] or "staticmethod" in f["decos"]:
+                continue
+            me = ("n", f["params"][0])
+            for st in f["body"]:
+                if st[0] != "assign":
+                    continue
+                for tgt in st[4]:
+                    pos = _position(tgt, me, attr)
+                    if pos is None:
+                        continue
+                    vals = self.expr(mod, f, st[5], st[1], 0)
+                    if pos >= 0:
+                        vals = _unpack(vals, pos)
+                    if not vals or any(item[0] != "E" for item in vals):
+                        return None
+                    found.update(item[1] for item in vals)
+        out = frozenset(found) or None
         self._attr[key] = out
         return out
 
@@ -177,6 +209,13 @@ class Oracles:
         q = self.index.qualify(mod, dotted_name)
         r = self.index.resolve(q) if q else None
         if r is None:
+            head, _, member = dotted_name.rpartition(".")
+            if head and member.isupper():
+                # `Backend.MARLIN`: a member of a project enum class
+                q = self.index.qualify(mod, head)
+                r = self.index.resolve(q) if q else None
+                if r is not None and r[0] == "class":
+                    return frozenset({("E", f"{r[1]}:{r[2]}.{member}")})
             return frozenset()
         kind, m, qn = r
         if kind == "class":

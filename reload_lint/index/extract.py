@@ -421,7 +421,14 @@ class _Extractor:
                     out.append(("flagon", ln, col, end, base, attr, sense, body))
             if rebind is not None and not compat[3]:
                 out.append(rebind)
+            # `if backend in [E.A, E.B] and ...:` -- a body that runs only for those members
+            # (the analysis skips it when the value's possible members exclude them)
+            members = _member_terms(node.test)
+            if members:
+                out.append(("condon", ln, col, end, members))
             self.block(node.body, out, g or guard, func_qn, cls_qn)
+            if members:
+                out.append(("condoff", ln, col, end))
             if rebind is not None and not compat[3]:
                 out.append(("flagoff", ln, col, end, rebind[4], rebind[5]))
             if not exits:
@@ -432,7 +439,12 @@ class _Extractor:
             orelse = node.orelse
             while orelse is not None:
                 if isinstance(orelse, cst.If):
+                    members = _member_terms(orelse.test)
+                    if members:
+                        out.append(("condon", *self.span(orelse), members))
                     self.block(orelse.body, out, guard, func_qn, cls_qn)
+                    if members:
+                        out.append(("condoff", *self.span(orelse)))
                     orelse = orelse.orelse
                 else:
                     if rebind is not None and compat[3]:
@@ -648,6 +660,10 @@ class _Extractor:
                     t = small.targets[0].target
                     if isinstance(t, cst.Name):
                         self.globals[t.value] = self.expr(small.value)
+                elif isinstance(small, cst.AnnAssign) and small.value is not None:
+                    # `_TABLE: dict[str, Backend] = {...}`
+                    if isinstance(small.target, cst.Name):
+                        self.globals[small.target.value] = self.expr(small.value)
         elif isinstance(stmt, (cst.If, cst.Try)) or type(stmt).__name__ == "TryStar":
             blocks = [stmt.body]
             if isinstance(stmt, cst.If):
@@ -695,6 +711,33 @@ def _ends_in_return(body) -> bool:
 
 
 _FALSY = ("False", "None")
+
+
+def _member_terms(test) -> tuple:
+    """(name, positive, members) for each conjunct of an `if` test that compares a local name
+    with enum-like members: `x in [E.A, E.B]`, `x not in (...)`, `x == E.A`, `x != E.A`.
+    One false conjunct makes the test false; a test with `or` gives none."""
+    if isinstance(test, cst.BooleanOperation):
+        if not isinstance(test.operator, cst.And):
+            return ()
+        return _member_terms(test.left) + _member_terms(test.right)
+    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+        return ()
+    if not isinstance(test.left, cst.Name):
+        return ()
+    ct = test.comparisons[0]
+    op, right = ct.operator, ct.comparator
+    if isinstance(op, (cst.In, cst.NotIn)) and isinstance(right, (cst.List, cst.Tuple, cst.Set)):
+        names = [_cst_dotted(el.value) for el in right.elements]
+        positive = isinstance(op, cst.In)
+    elif isinstance(op, (cst.Equal, cst.NotEqual)) and isinstance(right, cst.Attribute):
+        names = [_cst_dotted(right)]
+        positive = isinstance(op, cst.Equal)
+    else:
+        return ()
+    if not names or any(n is None or "." not in n for n in names):
+        return ()
+    return ((test.left.value, positive, tuple(names)),)
 
 
 def _flag_terms(test, exit_form: bool) -> list[tuple[str, str, object]]:

@@ -112,3 +112,92 @@ def test_unread_oracle_keeps_every_subclass(tmp_path):
     assert len(hits) == 1
     assert [b.split(" ", 1)[0] for b in hits[0].backends] == ["Alloc"]
     assert "any subclass" in hits[0].backends[0]
+
+
+BRANCH_ORACLE = {
+    "pkg/__init__.py": "",
+    "pkg/oracle.py": """
+    import enum
+
+    import torch
+
+
+    class Backend(enum.Enum):
+        CUTLASS = "cutlass"
+        MARLIN = "marlin"
+        TRITON = "triton"
+
+
+    _SUPPORTED: tuple = (Backend.MARLIN, Backend.TRITON)
+    _BY_NAME: dict[str, Backend] = {"marlin": Backend.MARLIN, "triton": Backend.TRITON}
+
+
+    def select_narrow(name):
+        if name != "auto":
+            return _BY_NAME.get(name)
+        for backend in _SUPPORTED:
+            return backend
+        return Backend.TRITON
+
+
+    def select_wide(name):
+        if name == "cutlass":
+            return Backend.CUTLASS
+        return select_narrow(name)
+
+
+    class Config:
+        def __init__(self, a_scale, a_gscale):
+            self.a_scale = a_scale
+            self.a_gscale = a_gscale
+
+
+    def make_config(backend, a_scale, block_shape):
+        if backend in [Backend.CUTLASS] and block_shape is None:
+            return Config(a_scale, 1.0 / a_scale)
+        return Config(a_scale, None)
+    """,
+    "pkg/methods.py": """
+    import torch
+
+    from pkg.oracle import make_config, select_narrow, select_wide
+
+
+    class NarrowMethod:
+        def create_weights(self, layer):
+            layer.register_parameter("a_scale", torch.nn.Parameter(torch.ones(1)))
+
+        def __init__(self, name):
+            self.backend = select_narrow(name)
+
+        def process_weights_after_loading(self, layer):
+            self.quant_config = make_config(self.backend, layer.a_scale, None)
+
+        def apply(self, layer, x):
+            return run(x, self.quant_config)
+
+
+    class WideMethod:
+        def create_weights(self, layer):
+            layer.register_parameter("a_scale", torch.nn.Parameter(torch.ones(1)))
+
+        def __init__(self, name):
+            self.backend = select_wide(name)
+
+        def process_weights_after_loading(self, layer):
+            self.quant_config = make_config(self.backend, layer.a_scale, None)
+
+        def apply(self, layer, x):
+            return run(x, self.quant_config)
+    """,
+}
+
+
+def test_a_branch_for_members_the_oracle_never_chooses_is_not_analysed(tmp_path):
+    # make_config allocates `1.0 / a_scale` only for CUTLASS: the narrow method's oracle
+    # (a tuple, a name table, a fallback) never returns it, so its config only keeps the
+    # registered scale; the wide one can, and its rebuilt config is reported
+    result = check_files(tmp_path, BRANCH_ORACLE)
+    got = {f.symbol.split(".")[0]: f for f in result.findings if f.target == "self.quant_config"}
+    assert set(got) == {"WideMethod"}
+    assert got["WideMethod"].rule == "RL105"
