@@ -584,8 +584,9 @@ class RecordStore:
     def prefetch_batch(self, files: list[SourceFile]) -> None:
         """Files the analysis is about to read one by one (the modules declaring subclasses
         of a class): parsed in parallel on the pool a cold run kept, then taken in the order
-        given, as `record` would have taken them. Without a pool this does nothing."""
-        if self._pool is None:
+        given, as `record` would have taken them. Without a pool, or while the pool
+        speculates (the batch would queue behind and race its guesses), this does nothing."""
+        if self._pool is None or self._imports_of is not None:
             return
         todo = []
         for sf in files:
