@@ -51,25 +51,11 @@ class Oracles:
         self._attr[key] = None  # recursion through the same attribute reads as unknown
         found: dict[str, tuple] = {}
         unread = False
-        for mod, _name, mqn in self.index.mro_methods(cls_key):
-            f = self.index.function(mod, mqn)
-            if f is None or not f["params"] or "staticmethod" in f["decos"]:
-                continue
-            me = ("n", f["params"][0])
-            for st in f["body"]:
-                if st[0] != "assign":
-                    continue
-                for tgt in st[4]:
-                    pos = _position(tgt, me, attr)
-                    if pos is None:
-                        continue
-                    vals = self.expr(mod, f, st[5], st[1], 0)
-                    if pos >= 0:
-                        vals = _unpack(vals, pos)
-                    if any(item[0] in ("?", "L", "T", "F", "E") for item in vals):
-                        unread = True
-                    for item in _classes(vals):
-                        found.setdefault(item[1], item[1:])
+        for vals in self._stores_to(cls_key, attr):
+            if any(item[0] in ("?", "L", "T", "F", "E") for item in vals):
+                unread = True
+            for item in _classes(vals):
+                found.setdefault(item[1], item[1:])
         out = None if unread else (tuple(found[k] for k in sorted(found)) or None)
         self._attr[key] = out
         return out
@@ -83,6 +69,17 @@ class Oracles:
             return self._attr[key]
         self._attr[key] = None
         found: set[str] = set()
+        for vals in self._stores_to(cls_key, attr):
+            if not vals or any(item[0] != "E" for item in vals):
+                return None
+            found.update(item[1] for item in vals)
+        out = frozenset(found) or None
+        self._attr[key] = out
+        return out
+
+    def _stores_to(self, cls_key: str, attr: str):
+        """The values of every store to `self.<attr>` in the class's methods (MRO order), one
+        frozenset of read items per store (a tuple target unpacked at the attribute's place)."""
         for mod, _name, mqn in self.index.mro_methods(cls_key):
             f = self.index.function(mod, mqn)
             if f is None or not f["params"] or "staticmethod" in f["decos"]:
@@ -96,14 +93,7 @@ class Oracles:
                     if pos is None:
                         continue
                     vals = self.expr(mod, f, st[5], st[1], 0)
-                    if pos >= 0:
-                        vals = _unpack(vals, pos)
-                    if not vals or any(item[0] != "E" for item in vals):
-                        return None
-                    found.update(item[1] for item in vals)
-        out = frozenset(found) or None
-        self._attr[key] = out
-        return out
+                    yield _unpack(vals, pos) if pos >= 0 else vals
 
     # ------------------------------------------------------------------ expressions
     def expr(self, mod: str, f: dict | None, e, line: int, depth: int) -> frozenset:
