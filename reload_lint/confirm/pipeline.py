@@ -311,16 +311,7 @@ def stage_reload(run: Run) -> None:
         # the post-load masked the reload: vLLM's restore_layer_on_meta refuses to register a
         # checkpoint Parameter over the plain attribute post-load left under its name. The
         # update fails loudly; the census still says which storages the capture read.
-        run.send(
-            "reload",
-            ok=False,
-            error=f"KeyError: {exc}"[:500],
-            error_type="KeyError",
-            masked=shadows,
-            precondition="unshadow",
-            continues=True,
-            tb=traceback.format_exc()[-4000:],
-        )
+        _send_refused(run, f"KeyError: {exc}", "unshadow", masked=shadows, continues=True)
         stage_census(run)
         run.stop = True
         return
@@ -329,18 +320,25 @@ def stage_reload(run: Run) -> None:
             raise
         # vLLM's copy-back writes the processed values into the kept kernel tensors; one that
         # post-load made an expanded (stride-0) view refuses the write
-        run.send(
-            "reload",
-            ok=False,
-            error=f"RuntimeError: {str(exc).splitlines()[0]}"[:500],
-            error_type="RuntimeError",
-            precondition="expanded_copy_back",
-            tb=traceback.format_exc()[-4000:],
-        )
+        _send_refused(run, f"RuntimeError: {str(exc).splitlines()[0]}", "expanded_copy_back")
         run.stop = True
         return
     gc.collect()
     run.send("reload", reload_path=run.driver.name)
+
+
+def _send_refused(run: Run, error: str, precondition: str, **extra) -> None:
+    """vLLM's own reload refused the layer (inside an except block): the record names the
+    error and the precondition a rerun applies to get past it."""
+    run.send(
+        "reload",
+        ok=False,
+        error=error[:500],
+        error_type=error.split(":", 1)[0],
+        precondition=precondition,
+        tb=traceback.format_exc()[-4000:],
+        **extra,
+    )
 
 
 def stage_census(run: Run) -> None:
