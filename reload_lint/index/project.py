@@ -47,6 +47,7 @@ class ProjectIndex:
         self._is_module_cache: dict[str, bool] = {}
         self._is_param_cache: dict[str, bool] = {}
         self._mro_cache: dict[str, list[str]] = {}
+        self._split_memo: dict[str, tuple[str, str] | None] = {}
 
     # ---- records ---------------------------------------------------------------------
     def record(self, module: str) -> dict | None:
@@ -62,13 +63,21 @@ class ProjectIndex:
 
     # ---- name resolution -------------------------------------------------------------
     def split_qualified(self, qualified: str) -> tuple[str, str] | None:
-        """'pkg.mod.Class.meth' -> ('pkg.mod', 'Class.meth') for the longest known module."""
+        """'pkg.mod.Class.meth' -> ('pkg.mod', 'Class.meth') for the longest known module
+        (memoised: the module table does not change during a run)."""
+        try:
+            return self._split_memo[qualified]
+        except KeyError:
+            pass
+        out = None
         parts = qualified.split(".")
         for i in range(len(parts), 0, -1):
             mod = ".".join(parts[:i])
             if mod in self.module_paths:
-                return mod, ".".join(parts[i:])
-        return None
+                out = (mod, ".".join(parts[i:]))
+                break
+        self._split_memo[qualified] = out
+        return out
 
     def resolve(self, qualified: str, _depth: int = 0) -> tuple[str, str, str] | None:
         """Resolve a qualified name to ('func'|'class'|'module', module, qualname)."""
