@@ -358,14 +358,7 @@ class RecordStore:
         h = hashlib.sha256(f"{PACK_VERSION}|{tool_fingerprint()}".encode())
         for p in parts:
             h.update(b"\x1e" + p.encode())
-        bad = {e.path: e for e in self.errors}
-        for sf in self.files:
-            digest = self._hash.get(sf.rel)
-            if digest is None:
-                e = bad.get(sf.rel)
-                digest = f"!{e.rule}:{e.message}" if e is not None else "!"
-            h.update(f"\x1e{sf.rel}\x1f{sf.module}\x1f{int(sf.is_package)}\x1f{digest}".encode())
-        return h.hexdigest()
+        return self._files_digest(h, lambda sf: self._hash.get(sf.rel))
 
     def get_result(self, key: str):
         if not self.use_cache:
@@ -400,14 +393,19 @@ class RecordStore:
         h = hashlib.sha256(f"deps|{PACK_VERSION}|{tool_fingerprint()}|{self._facts_key}".encode())
         for p in parts:
             h.update(b"\x1e" + p.encode())
+        return self._files_digest(
+            h, lambda sf: None if (f := self._facts.get(sf.rel)) is None else repr(f)
+        )
+
+    def _files_digest(self, h, what_of) -> str:
+        """H updated with each file's identity, module name and `what_of(file)` (or, where
+        that is None, why the file could not be read), as a hex digest."""
         bad = {e.path: e for e in self.errors}
         for sf in self.files:
-            facts = self._facts.get(sf.rel)
-            if facts is None:
+            what = what_of(sf)
+            if what is None:
                 e = bad.get(sf.rel)
                 what = f"!{e.rule}:{e.message}" if e is not None else "!"
-            else:
-                what = repr(facts)
             h.update(f"\x1e{sf.rel}\x1f{sf.module}\x1f{int(sf.is_package)}\x1f{what}".encode())
         return h.hexdigest()
 
