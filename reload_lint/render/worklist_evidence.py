@@ -2,8 +2,9 @@
 
 A record proves the site it ran on and nothing else (docs/worklist.md, "Merging evidence"):
 
-1. **direct**: the finding with the record's fingerprint, or the findings that store the
-   record's target in the record's file (in the record's function when one of them is);
+1. **direct**: the finding with the record's fingerprint, and the findings that store the
+   record's target in the record's file (in the record's function when one of them is) and
+   that no record names by fingerprint (a drifted fingerprint);
 2. **via trace**: only for a record with no direct match, a finding whose trace has an
    allocation step at the record's site. That merge counts only when the record shows the
    finding's own component built the step's object: its `component` is the row's component and
@@ -324,8 +325,9 @@ def merge_evidence(
     Per record, the first level that matches anything wins:
 
     1. direct: the finding with the record's fingerprint, plus the findings that store the
-       record's target in the record's file (in the record's function when one of them is:
-       a drifted occurrence index or rule leaves path, symbol and target unchanged);
+       record's target in the record's file (in the record's function when one of them is: a
+       drifted occurrence index or rule leaves path, symbol and target unchanged) and that no
+       record names by fingerprint (such a site keeps its own verdict);
     2. via trace, same line: an allocation step of a finding's trace at the record's path and
        line (a constructor store reported on the statement that rebuilds the object, RL105);
     3. via trace, by name: an allocation step in the record's file whose note names
@@ -347,14 +349,19 @@ def merge_evidence(
     by_fp: dict[str, list[int]] = {}
     for i, f in enumerate(findings):
         by_fp.setdefault(f.fingerprint, []).append(i)
+    recorded = {rec.fingerprint for rec in records}
     for rec in records:
         direct = {i: "fingerprint" for i in by_fp.get(rec.fingerprint, [])}
         if rec.path and rec.target:
+            # the stored target stands in for a drifted fingerprint, only for findings that no
+            # record names by fingerprint: a site with records of its own keeps its own verdict
             want = normalize_target(rec.target)
             same = [
                 i
                 for i, f in enumerate(findings)
-                if f.path == rec.path and normalize_target(f.target) == want
+                if f.path == rec.path
+                and normalize_target(f.target) == want
+                and (i in direct or f.fingerprint not in recorded)
             ]
             in_symbol = [i for i in same if findings[i].symbol == rec.symbol]
             for i in in_symbol or same:

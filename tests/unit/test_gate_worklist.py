@@ -776,3 +776,46 @@ def test_static_read_site_from_reader_never_from_a_no_read_note():
     assert (
         _cells(_row(render_worklist([old]), "K"))[5] == "static, high confidence; read at q.py:77"
     )
+
+
+def test_a_site_with_its_own_records_is_not_lent_a_sibling_stores_verdict(tmp_path):
+    """Two stores of one target in one function (B12x `self._fc2_input_scale` on two branches):
+    the runner ran both; the one whose line never ran stays inconclusive, it does not take the
+    red/green of its sibling through the shared target."""
+    sym = "FlashInferB12xExperts.process_weights_after_loading"
+    b12x = "vllm/model_executor/layers/fused_moe/experts/flashinfer_b12x_moe.py"
+    fs = fingerprinted(
+        [
+            finding(b12x, 124, rule="RL102", symbol=sym, target="self._fc2_input_scale"),
+            finding(b12x, 131, rule="RL102", symbol=sym, target="self._fc2_input_scale"),
+        ]
+    )
+    l124, l131 = fs
+    recs = [
+        _record("self._fc2_input_scale", 124, "red", path=b12x, symbol=sym, fp=l124.fingerprint),
+        _record(
+            "self._fc2_input_scale",
+            124,
+            "green",
+            fixed=True,
+            path=b12x,
+            symbol=sym,
+            fp=l124.fingerprint,
+        ),
+        _record(
+            "self._fc2_input_scale",
+            131,
+            "inconclusive",
+            path=b12x,
+            symbol=sym,
+            fp=l131.fingerprint,
+            reason="line 131 did not run",
+        ),
+    ]
+    attached, unmatched = merge_evidence(fs, load_evidence(_evidence(tmp_path, recs)))
+    assert not unmatched
+    ev = dict(zip((f.line for f in fs), attached, strict=True))
+    assert [m.via for m in ev[124].matches] == ["fingerprint", "fingerprint"]
+    assert [m.via for m in ev[131].matches] == ["fingerprint"]
+    assert ev[124].status == "fixed green"
+    assert ev[131].status == "inconclusive"
