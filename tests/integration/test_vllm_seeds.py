@@ -84,27 +84,31 @@ POSITIVES = {
 
 # (finding path, finding target, site file, attributes): the finding's trace shows a step in
 # the site file, on a line that stores each attribute (the rebuilt object's allocations)
+# -- rows both releases share
+_REBUILT_BOTH = [
+    (f"{Q}/fp8.py", "self.moe_kernel", "cutlass_moe.py", ["ab_strides1", "c_strides1"]),
+    (
+        f"{Q}/fp8.py",
+        "self.moe_kernel",
+        "flashinfer_cutlass_moe.py",
+        ["gemm1_alpha", "gemm1_beta", "gemm1_clamp_limit"],
+    ),
+    (
+        f"{CT}/compressed_tensors_moe_w4a8_fp8.py",
+        "self.moe_kernel",
+        "cutlass_moe.py",
+        ["a_strides1", "s_strides1"],
+    ),
+    (
+        f"{Q}/fp8.py",
+        "self.moe_kernel",
+        "trtllm_fp8_moe.py",
+        ["gemm1_alpha", "gemm1_beta", "gemm1_clamp_limit", "_g1_alphas", "_g1_scale_c"],
+    ),
+]
 REBUILT_TRACES = {
     "0.25.1": [
-        (f"{Q}/fp8.py", "self.moe_kernel", "cutlass_moe.py", ["ab_strides1", "c_strides1"]),
-        (
-            f"{Q}/fp8.py",
-            "self.moe_kernel",
-            "flashinfer_cutlass_moe.py",
-            ["gemm1_alpha", "gemm1_beta", "gemm1_clamp_limit"],
-        ),
-        (
-            f"{CT}/compressed_tensors_moe_w4a8_fp8.py",
-            "self.moe_kernel",
-            "cutlass_moe.py",
-            ["a_strides1", "s_strides1"],
-        ),
-        (
-            f"{Q}/fp8.py",
-            "self.moe_kernel",
-            "trtllm_fp8_moe.py",
-            ["gemm1_alpha", "gemm1_beta", "gemm1_clamp_limit", "_g1_alphas", "_g1_scale_c"],
-        ),
+        *_REBUILT_BOTH,
         (
             f"{CT}/compressed_tensors_moe_w4a4_nvfp4.py",
             "self.moe_kernel",
@@ -114,25 +118,7 @@ REBUILT_TRACES = {
         (f"{Q}/mxfp4.py", "self.moe_kernel", "trtllm_mxfp4_moe.py", ["gemm1_alpha", "gemm1_beta"]),
     ],
     "0.33.0": [
-        (f"{Q}/fp8.py", "self.moe_kernel", "cutlass_moe.py", ["ab_strides1", "c_strides1"]),
-        (
-            f"{Q}/fp8.py",
-            "self.moe_kernel",
-            "flashinfer_cutlass_moe.py",
-            ["gemm1_alpha", "gemm1_beta", "gemm1_clamp_limit"],
-        ),
-        (
-            f"{CT}/compressed_tensors_moe_w4a8_fp8.py",
-            "self.moe_kernel",
-            "cutlass_moe.py",
-            ["a_strides1", "s_strides1"],
-        ),
-        (
-            f"{Q}/fp8.py",
-            "self.moe_kernel",
-            "trtllm_fp8_moe.py",
-            ["gemm1_alpha", "gemm1_beta", "gemm1_clamp_limit", "_g1_alphas", "_g1_scale_c"],
-        ),
+        *_REBUILT_BOTH,
         (
             f"{CT}/compressed_tensors_moe_w4a4_nvfp4.py",
             "self.moe_kernel",
