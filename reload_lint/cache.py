@@ -364,25 +364,33 @@ class RecordStore:
         if not self.use_cache:
             return None
         blob = self._pack.get("results", {}).get(key)
-        if blob is None:
-            return None
+        return None if blob is None else self._hit(blob)
+
+    def put_result(self, key: str, value) -> None:
+        if not self.use_cache:
+            return
+        self._keep("results", key, pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+
+    def _keep(self, table: str, key: str, entry) -> None:
+        """ENTRY under KEY in the pack's TABLE, newest last, the oldest beyond KEEP_RESULTS
+        dropped."""
+        results = dict(self._pack.get(table, {}))
+        results.pop(key, None)
+        results[key] = entry
+        while len(results) > KEEP_RESULTS:
+            results.pop(next(iter(results)))
+        self._pack[table] = results
+        self._dirty = True
+
+    def _hit(self, blob: bytes):
+        """The unpickled whole-run result (marking the run a result hit), or None when the
+        entry is corrupt (a miss)."""
         try:
             value = pickle.loads(blob)
         except Exception:  # a corrupt entry is a miss
             return None
         self.result_hit = True
         return value
-
-    def put_result(self, key: str, value) -> None:
-        if not self.use_cache:
-            return
-        results = dict(self._pack.get("results", {}))
-        results.pop(key, None)
-        results[key] = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
-        while len(results) > KEEP_RESULTS:
-            results.pop(next(iter(results)))
-        self._pack["results"] = results
-        self._dirty = True
 
     # ---- results keyed by what the analysis consumed (early cutoff) -----------------
     def deps_key(self, *parts: str) -> str:
@@ -419,13 +427,9 @@ class RecordStore:
             if digest == "!" or sha is None:
                 return  # an input that could not be read: never reused
             deps.append((rel, sha, digest))
-        results = dict(self._pack.get("deps", {}))
-        results.pop(key, None)
-        results[key] = (tuple(deps), pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
-        while len(results) > KEEP_RESULTS:
-            results.pop(next(iter(results)))
-        self._pack["deps"] = results
-        self._dirty = True
+        self._keep(
+            "deps", key, (tuple(deps), pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+        )
 
     def get_deps_result(self, key: str):
         """The value kept under `key` if every consumed file's extraction result is the same
@@ -452,12 +456,7 @@ class RecordStore:
                 self.parsed += 1
             if _digest(now) != digest:
                 return None
-        try:
-            value = pickle.loads(blob)
-        except Exception:  # a corrupt entry is a miss
-            return None
-        self.result_hit = True
-        return value
+        return self._hit(blob)
 
     # ---- records -------------------------------------------------------------------
     def _key(self, sf: SourceFile) -> str:
