@@ -34,8 +34,10 @@ except ModuleNotFoundError:  # pragma: no cover - 3.10
 MARKER = "reload-lint:"
 
 # `# reload-lint: ignore[RL101, RL102] -- reason`, possibly after another tool's directive in
-# the same comment.
-_DIRECTIVE = re.compile(r"#\s*reload-lint\s*:(?P<rest>.*)$")
+# the same comment (a `noqa` first, then the marker). The marker's `#` opens the comment or
+# follows whitespace or another `#`: a marker quoted in prose (between backticks or quotes, as
+# in the first line here) is documentation, not a directive.
+_DIRECTIVE = re.compile(r"(?:^|(?<=[\s#]))#\s*reload-lint\s*:(?P<rest>.*)$")
 _IGNORE = re.compile(
     r"^\s*ignore\s*(?:\[(?P<codes>[^\]]*)\])?\s*(?P<sep>--)?(?P<reason>.*)$",
 )

@@ -47,6 +47,25 @@ def test_after_other_comment_text():
 
 
 @pytest.mark.parametrize(
+    "comment",
+    [
+        "# write `# reload-lint: ignore[RL101] -- why` on the line",
+        "# e.g. '# reload-lint: ignore[RL101] -- why'",
+        '# see "#reload-lint: ignore[RL999]"',
+    ],
+)
+def test_marker_quoted_in_comment_prose_is_not_a_directive(comment):
+    # reload-lint's own suppress.py documents the syntax in a comment like these; it was
+    # reported as an unused (RL905) or malformed (RL904) suppression
+    assert scan_suppressions(f"x = 1\n{comment}\ny = 2\n") == []
+
+
+def test_directive_after_hash_without_space():
+    (s,) = scan_suppressions("x = f()  # noqa:E501 #reload-lint: ignore[RL103] -- why\n")
+    assert s.codes == ["RL103"] and s.error is None
+
+
+@pytest.mark.parametrize(
     "comment, needle",
     [
         ("# reload-lint: ignore[RL101]", "missing reason"),
