@@ -37,8 +37,10 @@ from reload_lint.discover import SourceFile
 from reload_lint.findings import FileError
 
 # 9: class decorators and dataclass fields, early-exit lazy guards; 10: binary operators carry
-# their line; 11: state-flag pseudo-statements, block paths on expression statements
-EXTRACT_VERSION = "12"
+# their line; 11: state-flag pseudo-statements, block paths on expression statements; 12: member
+# tests (condon/condoff); 13: parsed with CPython's `ast` instead of libcst (the same records,
+# scripts/diff_extract.py; the key holds the interpreter's exact version instead of libcst's)
+EXTRACT_VERSION = "13"
 PACK_VERSION = 1
 MAX_FILE_BYTES = 8 * 1024 * 1024
 RACY_NS = 2_000_000_000  # rows this close to the pack's write time are re-hashed
@@ -61,24 +63,19 @@ _FINGERPRINTS: dict[str, str] = {}
 
 def extractor_fingerprint() -> str:
     """Changes whenever the record a file produces could change: the extractor's own
-    sources, libcst's installed version, the interpreter's minor version."""
+    sources and the parser, which is the interpreter's own (`ast`): its implementation and
+    exact version (a bugfix release can move a position or accept other syntax)."""
     if "extract" not in _FINGERPRINTS:
-        import importlib.util
-
-        h = hashlib.sha256(f"{__version__}|{EXTRACT_VERSION}|{sys.version_info[:2]}".encode())
+        impl = sys.implementation.name
+        h = hashlib.sha256(
+            f"{__version__}|{EXTRACT_VERSION}|{impl}|{sys.version_info[:3]}".encode()
+        )
         here = Path(__file__).resolve().parent
-        for rel in ("index/extract.py", "index/positions.py", "guard.py", "cache.py"):
+        for rel in ("index/extract.py", "guard.py", "cache.py"):
             try:
                 h.update(rel.encode() + b"\0" + (here / rel).read_bytes())
             except OSError:
                 h.update(rel.encode() + b"\0missing")
-        spec = importlib.util.find_spec("libcst")
-        origin = spec.origin if spec is not None else None
-        if origin:
-            try:
-                h.update(repr(_stat_key(os.stat(Path(origin).parent / "_version.py"))).encode())
-            except OSError:
-                h.update(origin.encode())
         _FINGERPRINTS["extract"] = h.hexdigest()[:32]
     return _FINGERPRINTS["extract"]
 
@@ -107,21 +104,21 @@ def tool_fingerprint() -> str:
 def _extract_job(args):
     text, module, is_pkg = args
     from reload_lint.guard import too_complex
-    from reload_lint.index.extract import extract_module
+    from reload_lint.index.extract import TooNested, extract_module
 
-    why = too_complex(text)  # libcst's native parser segfaults on pathological nesting
+    why = too_complex(text)  # Python 3.10's parser segfaults on very long chains
     if why is not None:
         return ("err", "RL906", 0, f"file skipped: {why}")
     try:
         return ("ok", extract_module(text, module, is_pkg))
-    except RecursionError:
+    except TooNested as exc:  # CPython's parser refused the nesting (its limits, cleanly)
+        return ("err", "RL906", 0, f"file skipped: {exc}")
+    except SyntaxError as exc:
+        line, detail = _syntax_detail(exc)
+        return ("err", "RL901", line, f"syntax error: {detail}")
+    except RecursionError:  # the tree parsed, but is too deep for the lowering
         return ("err", "RL906", 0, "file too deeply nested to analyse")
     except Exception as exc:  # becomes a per-file diagnostic
-        import libcst as cst
-
-        if isinstance(exc, cst.ParserSyntaxError):
-            line, detail = _syntax_detail(text, exc)
-            return ("err", "RL901", line, f"syntax error: {detail}")
         return ("err", "RL906", 0, f"could not analyse file: {type(exc).__name__}: {exc}")
 
 
@@ -152,25 +149,10 @@ def _decode(data: bytes) -> str | tuple[str]:
     return text
 
 
-def _syntax_detail(text: str, exc) -> tuple[int, str]:
-    """Line and one-line reason for a libcst syntax error; CPython's wording when CPython
-    agrees the file is invalid (it says what is wrong: "'(' was never closed")."""
-    import ast
-    import warnings
-
-    line = int(getattr(exc, "raw_line", 0) or 0)
-    detail = str(getattr(exc, "message", "") or "").strip().splitlines()
-    detail_s = detail[0] if detail else "invalid syntax"
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            ast.parse(text)
-    except SyntaxError as err:
-        if err.msg:
-            return int(err.lineno or line), str(err.msg).splitlines()[0]
-    except (RecursionError, MemoryError, ValueError):
-        pass
-    return line, detail_s
+def _syntax_detail(exc: SyntaxError) -> tuple[int, str]:
+    """Line and one-line reason of CPython's syntax error ("'(' was never closed")."""
+    detail = str(exc.msg or "").strip().splitlines()
+    return int(exc.lineno or 0), detail[0] if detail else "invalid syntax"
 
 
 class RecordStore:

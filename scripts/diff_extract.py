@@ -255,7 +255,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("roots", nargs="*", type=Path, help="trees to compare (default: see above)")
     ap.add_argument("--old", default=DEFAULT_OLD, help=f"old commit (default {DEFAULT_OLD})")
-    ap.add_argument("--show", type=int, default=8, help="differing files to describe")
+    ap.add_argument(
+        "--show", type=int, default=8, help="differing files to describe, per kind of difference"
+    )
     ap.add_argument("--jobs", "-j", type=int, default=os.cpu_count() or 1)
     ap.add_argument(
         "--fuzz", type=int, default=0, help="compare N line-mutated copies of the files instead"
@@ -301,8 +303,12 @@ def main(argv: list[str] | None = None) -> int:
         kinds[k] = kinds.get(k, 0) + 1
     for k, n in sorted(kinds.items()):
         print(f"  {n} x {k}")
-    for path, _, (kind, d) in diffs[: args.show]:
-        print(f"- {path}\n    {kind}\n    {d}")
+    shown: dict[str, int] = {}
+    for path, _, (kind, d) in diffs:  # up to --show of each kind
+        k = kind.split(" (")[0]
+        shown[k] = shown.get(k, 0) + 1
+        if shown[k] <= args.show:
+            print(f"- {path}\n    {kind}\n    {d}")
     return 1 if diffs else 0
 
 
