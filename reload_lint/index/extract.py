@@ -35,10 +35,11 @@ belong to the block, not to the next statement). These are the conventions of th
 lowering this one replaced (commit 876de75); `scripts/diff_extract.py` checks the two give
 identical records on every file of the audited trees.
 
-The lowering mirrors that concrete-syntax view in three more places: the body of a one-line
-suite (`if x: return`, `def f(): ...`) is not lowered (its block still gets an id); `None`,
-`True` and `False` are names; f-string text parts are their source text (`{{` and escapes as
-written).
+The lowering keeps that concrete-syntax view elsewhere too: the body of a one-line suite
+(`if x: return`, `def f(): ...`) is not lowered (its block still gets an id); `None`, `True`
+and `False` are names; f-string text parts are their source text (`{{` and escapes as
+written); an implicit concatenation joins the values of its literals (so one of bytes fails,
+as it always did: the file is RL906); `a[1, 2]` has two subscript elements, `a[(1, 2)]` one.
 """
 
 from __future__ import annotations
@@ -1301,8 +1302,6 @@ _EXPR = {
     ast.Await: _Extractor._x_value,
     ast.NamedExpr: _Extractor._x_value,
 }
-
-_FALSY = ("False", "None")
 
 
 def _member_terms(test) -> tuple:

@@ -1,7 +1,7 @@
 """Issue 11, defect 2: the built wheel carries the rule catalog and the bundled allowlists.
 
 Builds the wheel from a copy of the project, installs it into a fresh virtualenv (which sees
-this environment's libcst and jinja2, so no network is needed), and runs the installed console script
+this environment's jinja2, so no network is needed), and runs the installed console script
 from outside the source tree: `rule RL101`, and a check of a vLLM checkout whose accepted site
 the bundled allowlist must suppress. pre-commit installs the hook repository the same way.
 Takes ~20 s; it is part of the default pytest run (.ci/run) and of `-m "not integration"`.
@@ -78,7 +78,7 @@ def installed(tmp_path_factory) -> Path:
     _run([sys.executable, "-m", "venv", "--without-pip", venv], tmp)
     bindir = venv / ("Scripts" if os.name == "nt" else "bin")
     python = bindir / ("python.exe" if os.name == "nt" else "python")
-    # The dependencies (libcst, jinja2) come from the environment running the tests, which may
+    # The dependency (jinja2) comes from the environment running the tests, which may
     # itself be a virtualenv (--system-site-packages would see only the base interpreter's):
     # its site-packages folders go after the venv's own, as plain path lines, so .pth files
     # there (an editable install of this repository) are not run.
