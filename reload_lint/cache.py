@@ -191,9 +191,6 @@ class RecordStore:
         self._dirty = False
         self.result_hit = False
         self._pool = None
-        self._imports_of = None
-        self._spec: dict[str, bytes] = {}
-        self._inflight: dict[str, object] = {}
         # rel -> sha256 of the extraction result the analysis consumed ("!" when none was)
         self._consumed: dict[str, str] = {}
 
@@ -490,13 +487,6 @@ class RecordStore:
         cached = self._load_cached(sf)
         if cached is not None:
             return self._accept(sf, *cached, stored=True)
-        blob = self._speculated(sf)
-        if blob is not None:
-            self.parsed += 1
-            self._tick()
-            rec = self._accept(sf, pickle.loads(blob), blob)
-            self._learn(rec)
-            return rec
         text = self.text(sf)
         if text is None:
             self._records[sf.rel] = None
@@ -506,14 +496,12 @@ class RecordStore:
         res = _extract_job((text, sf.module, sf.is_package))
         self._tick()
         blob = pickle.dumps(res, protocol=pickle.HIGHEST_PROTOCOL) if self.use_cache else None
-        rec = self._accept(sf, res, blob)
-        self._learn(rec)
-        return rec
+        return self._accept(sf, res, blob)
 
     def prefetch(self, files: list[SourceFile], *, keep_pool: bool = False) -> None:
         """Records for `files`: from the pack, or parsed in parallel (results merged in the
         order of `files`, so the outcome never depends on the number of workers). With
-        `keep_pool`, a pool that was needed stays up for `speculate`."""
+        `keep_pool`, a pool that was needed stays up for `prefetch_batch`."""
         todo = []
         for sf in files:
             if sf.rel in self._records:
@@ -563,14 +551,18 @@ class RecordStore:
     def prefetch_batch(self, files: list[SourceFile]) -> None:
         """Files the analysis is about to read one by one (the modules declaring subclasses
         of a class): parsed in parallel on the pool a cold run kept, then taken in the order
-        given, as `record` would have taken them. Without a pool, or while the pool
-        speculates (the batch would queue behind and race its guesses), this does nothing."""
-        if self._pool is None or self._imports_of is not None:
+        given, as `record` would have taken them. Without a pool this does nothing.
+
+        There is no speculative parsing (guessing the modules the analysis asks for next):
+        with CPython's parser a record costs a few ms, and the guesses, two in three to four in
+        five unused, cost more than they saved, even with a core idle (docs/performance.md,
+        Session 4)."""
+        if self._pool is None:
             return
         todo = []
         for sf in files:
             rel = sf.rel
-            if rel in self._records or rel in self._spec or rel in self._inflight:
+            if rel in self._records:
                 continue
             if self.use_cache and rel in self._hash and self._key(sf) in self._blobs:
                 continue  # record() takes it from the pack
@@ -584,107 +576,14 @@ class RecordStore:
         for sf, blob in zip(todo, blobs, strict=True):
             self.parsed += 1
             self._tick()
-            rec = self._accept(sf, pickle.loads(blob), blob if self.use_cache else None)
-            self._learn(rec)
-
-    # ---- speculative parsing -----------------------------------------------------------
-    # While the (serial) analysis runs, the pool left by `prefetch` parses the modules it is
-    # likely to ask for next: first the imports of the modules it has just asked for, then
-    # those the seeds import most. A request for a module in flight waits for it; one never
-    # submitted is parsed here. Only records the analysis asks for are used (and reported),
-    # so what is speculated changes the speed, never the output.
-    def speculating_possible(self) -> bool:
-        """True when `prefetch` kept a worker pool (something had to be parsed)."""
-        return self._pool is not None
-
-    def speculate(self, initial: list[SourceFile], imports_of) -> None:
-        """Start speculating (when `prefetch` left a pool); `imports_of(record)` -> the
-        project files a record imports."""
-        if self._pool is None:
-            return
-        import threading
-        from collections import deque
-
-        jobs = self.jobs if self.jobs is not None else (os.cpu_count() or 1)
-        self._window = max(1, jobs - 1)  # one core stays with the analysis
-        self._imports_of = imports_of
-        self._lock = threading.RLock()
-        self._cold = deque(initial)
-        self._hot: list[SourceFile] = []
-        self._top_up()
-
-    def _learn(self, rec: dict | None) -> None:
-        if self._imports_of is None or rec is None:
-            return
-        with self._lock:
-            self._hot.extend(reversed(self._imports_of(rec)))
-            self._top_up()
-
-    def _top_up(self) -> None:
-        with self._lock:
-            while self._pool is not None and len(self._inflight) < self._window:
-                sf = (
-                    self._hot.pop() if self._hot else (self._cold.popleft() if self._cold else None)
-                )
-                if sf is None:
-                    return
-                rel = sf.rel
-                text = self.texts.get(rel)
-                if (
-                    text is None
-                    or rel in self._records
-                    or rel in self._inflight
-                    or rel in self._spec
-                    or (rel in self._hash and self._key(sf) in self._blobs)
-                ):
-                    continue
-                self._inflight[rel] = self._pool.apply_async(
-                    _extract_blob_job,
-                    ((text, sf.module, sf.is_package),),
-                    callback=lambda blob, rel=rel: self._spec_done(rel, blob),
-                )
-
-    def _spec_done(self, rel: str, blob: bytes) -> None:
-        with self._lock:
-            self._spec[rel] = blob
-            self._inflight.pop(rel, None)
-            self._top_up()
-
-    def _speculated(self, sf: SourceFile) -> bytes | None:
-        if self._imports_of is None:
-            return None
-        with self._lock:
-            blob = self._spec.pop(sf.rel, None)
-            pending = self._inflight.get(sf.rel)
-        if blob is None and pending is not None:
-            try:
-                blob = pending.get(timeout=600)
-            except Exception:  # parse it here instead
-                blob = None
-            with self._lock:
-                self._spec.pop(sf.rel, None)
-                self._inflight.pop(sf.rel, None)
-        return blob
+            self._accept(sf, pickle.loads(blob), blob if self.use_cache else None)
 
     def close(self) -> None:
-        """Stop speculating; parsed-but-unused records still go into the cache."""
-        if self._imports_of is not None:
-            with self._lock:
-                pool, self._pool = self._pool, None
-        else:
-            pool, self._pool = self._pool, None
+        """Stop the worker pool, if one was kept."""
+        pool, self._pool = self._pool, None
         if pool is not None:
             pool.terminate()
             pool.join()
-        self._imports_of = None
-        if self.use_cache and self._spec:
-            for rel, blob in sorted(self._spec.items()):
-                sf = self._by_rel.get(rel)
-                if sf is not None and rel in self._hash:
-                    self._blobs[self._key(sf)] = blob
-                    self._dirty = True
-        self._spec.clear()
-        self._inflight.clear()
 
     def save(self) -> None:
         if not self.use_cache or not self._dirty:

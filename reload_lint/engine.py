@@ -214,12 +214,8 @@ def _analyse(store, files, views, cfg, roots, contract_for, only_paths, progress
     seen = set(map(id, seeds + named))
     caches = [sf for sf in files if (store.facts(sf) or _NO_FACTS)[2] and id(sf) not in seen]
     progress.start("parsing", len(seeds) + len(named) + len(caches))
+    # a cold run keeps its worker pool for the batches of subclass modules (prefetch_batch)
     store.prefetch(seeds + named + caches, keep_pool=True)
-    by_module = views[0][1]  # speculative parsing follows the first view's imports
-    imports_of = _guarded(_import_resolver(by_module), by_module, store.errors)
-    # a cold run left a worker pool (warm runs skip this); speculation only while a core idles
-    if store.speculating_possible() and _idle_core():
-        store.speculate(_likely_imports(store, seeds, imports_of), imports_of)
 
     found: dict[tuple, Finding] = {}
     try:
@@ -279,25 +275,6 @@ def _suppressions(store, files) -> dict:
     )
 
 
-def _idle_core() -> bool:
-    """True when the machine has a core to spare for speculative parsing (the 1-minute load
-    average leaves one free besides the analysis). About two in three speculated parses go unused
-    (vLLM 0.25.1: ~130 of ~190; 0.33.0: CPU 46 s with it, 18 s without), which costs nothing
-    on an idle core and wall time on a saturated machine, where the analysis parses what
-    it asks for itself. Only the speed depends on this."""
-    import os
-
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cores = os.cpu_count() or 1
-    try:
-        load = os.getloadavg()[0]
-    except (AttributeError, OSError):  # no load average (Windows): speculate as before
-        return True
-    return load + 1 <= cores
-
-
 def _loader(store, view: dict):
     def loader(module: str):
         sf = view.get(module)
@@ -339,114 +316,6 @@ def _root_views(files: list[SourceFile], by_module: dict) -> list[tuple[list, di
             view.setdefault(sf.module, sf)
         views.append((group, view))
     return views
-
-
-def _import_resolver(by_module: dict):
-    """record -> the project files its imports name (longest module prefix), in order."""
-    memo: dict[str, SourceFile | None] = {}
-
-    def file_of(qualified: str) -> SourceFile | None:
-        if qualified not in memo:
-            parts = qualified.split(".")
-            found = None
-            for i in range(len(parts), 0, -1):
-                found = by_module.get(".".join(parts[:i]))
-                if found is not None:
-                    break
-            memo[qualified] = found
-        return memo[qualified]
-
-    def imports_of(rec: dict) -> list[SourceFile]:
-        """Files of the names this record calls first (what the analysis will resolve), then
-        the files of its other imports."""
-        imports = rec.get("imports", {})
-        out: list[SourceFile] = []
-        seen: set[int] = set()
-        heads = _call_heads(rec)
-        ordered = [imports[h] for h in heads if h in imports]
-        ordered += [t for h, t in imports.items() if h not in heads]
-        for target in ordered:
-            for q in target.split():
-                sf = file_of(q)
-                if sf is not None and id(sf) not in seen:
-                    seen.add(id(sf))
-                    out.append(sf)
-        return out
-
-    return imports_of
-
-
-def _guarded(imports_of, by_module: dict, errors: list):
-    """imports_of, where an internal error on one record becomes an RL906 row for its file
-    (the file is then parsed on demand like any other) and the run goes on."""
-    failed: set[str] = set()
-
-    def guarded(rec: dict) -> list[SourceFile]:
-        try:
-            return imports_of(rec)
-        except Exception as exc:  # an engine bug: reported on the file, never a run abort
-            module = rec.get("module", "?")
-            if module not in failed:
-                failed.add(module)
-                sf = by_module.get(module)
-                msg = (
-                    f"analysis of `{module}` did not complete: internal error while ordering "
-                    f"its imports ({type(exc).__name__}: {exc})"
-                )
-                errors.append(FileError("RL906", sf.rel if sf else module, msg, 0))
-            return []
-
-    return guarded
-
-
-def _call_heads(rec: dict) -> list[str]:
-    """First names of the callees in a record's functions (`marlin_make_workspace_new`,
-    `ops` of `ops.gptq_marlin_repack`), in first-call order; cached on the record."""
-    cached = rec.get("_call_heads")
-    if cached is not None:
-        return cached
-    heads: dict[str, None] = {}
-    stack = [st for f in rec.get("functions", {}).values() for st in f["body"]]
-    while stack:
-        x = stack.pop()
-        if not isinstance(x, tuple) or not x:
-            continue
-        if _is_call(x):
-            f = x[1]
-            while f and f[0] == "a":
-                f = f[1]
-            if f and f[0] == "n":
-                heads.setdefault(f[1], None)
-        stack.extend(y for y in x if isinstance(y, tuple))
-    out = list(heads)
-    rec["_call_heads"] = out
-    return out
-
-
-def _is_call(x: tuple) -> bool:
-    """A call node, ("c", func, args, kwargs, line, star), by its whole shape: other tuples of
-    a record start with "c" too, e.g. the parameter and free-name tuples of `lambda c: ...`
-    (("c",)) and the keyword pair of `f(c=g)`."""
-    return (
-        len(x) == 6
-        and x[0] == "c"
-        and isinstance(x[1], tuple)
-        and isinstance(x[2], tuple)
-        and isinstance(x[4], int)
-    )
-
-
-def _likely_imports(store, seeds, imports_of) -> list[SourceFile]:
-    """Project files the seeds import, most imported first (speculative parsing order)."""
-    from collections import Counter
-
-    counts: Counter = Counter()
-    for sf in seeds:
-        rec = store.record(sf)
-        if rec is not None:
-            counts.update(f.rel for f in imports_of(rec))
-    by_rel = {sf.rel: sf for sf in store.files}
-    return [by_rel[rel] for rel, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
 
 
 class _Texts:

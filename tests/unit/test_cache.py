@@ -173,17 +173,29 @@ def test_workers_do_not_change_output(tmp_path):
     assert '"RL101"' in one and '"RL901"' in one
 
 
-@pytest.mark.parametrize("idle", [True, False])
-def test_speculation_on_or_off_does_not_change_output(tmp_path, monkeypatch, idle):
-    """Speculative parsing runs only when a core idles (engine._idle_core): either way the
-    output is the same."""
-    from reload_lint import engine
-
+def test_pool_parses_subclass_batches_without_changing_output(tmp_path, monkeypatch):
+    """A cold parallel run keeps its worker pool after the seeds for the modules the analysis
+    is about to read one by one (the subclasses of a root's class, for the reader search):
+    they are parsed there in one batch, and the output is that of one worker."""
     root = tmp_path / "src"
     _many_roots(root)
+    for i in range(4):  # subclasses of M0 that do not name the root: not seeds
+        (root / "pkg" / f"sub{i}.py").write_text(
+            f"from pkg.k00 import M0\n\n\nclass S{i}(M0):\n"
+            "    def forward(self, layer, x):\n        return x\n"
+        )
     one = _json(_run(root, None, jobs=1))
-    monkeypatch.setattr(engine, "_idle_core", lambda: idle)
+    batches = []
+    real = cachemod.RecordStore.prefetch_batch
+
+    def spy(self, files):
+        before = self.parsed
+        real(self, files)
+        batches.append((self._pool is not None, self.parsed - before))
+
+    monkeypatch.setattr(cachemod.RecordStore, "prefetch_batch", spy)
     assert _json(_run(root, None, jobs=2)) == one
+    assert (True, 4) in batches  # the four subclass modules, parsed on the pool at once
 
 
 def test_cached_parse_errors_are_replayed(tmp_path):
