@@ -16,6 +16,13 @@ installed (`pip install libcst`); reload-lint itself no longer does.
 
 Default inputs: every .py file under the cached audit trees (vLLM 0.25.1, 0.33.0, SGLang
 0.5.23 in ~/.cache/reload-lint/sources/) and tests/fixtures/.
+
+Differences that are expected against the libcst extractor (none occurs in those trees): a
+file only one parser accepts (libcst took 3.0-3.14 grammar and some invalid code; its
+validator raised on some valid code and on mixed str/bytes concatenations, which were RL906
+"could not analyse file"); a syntax error before a pathologically deep chain (the old token
+scan made it RL906, CPython reports the error: RL901); an identifier with NFKC-compatibility
+characters (`µ`), which CPython normalizes (`μ`) and libcst kept as written.
 """
 
 from __future__ import annotations

@@ -40,6 +40,8 @@ The lowering keeps that concrete-syntax view elsewhere too: the body of a one-li
 and `False` are names; f-string text parts are their source text (`{{` and escapes as
 written); an implicit concatenation joins the values of its literals (so one of bytes fails,
 as it always did: the file is RL906); `a[1, 2]` has two subscript elements, `a[(1, 2)]` one.
+Identifiers are as Python reads them, NFKC-normalized (PEP 3131), where libcst kept them as
+written: `µ` is `μ`.
 """
 
 from __future__ import annotations
