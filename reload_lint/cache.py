@@ -41,7 +41,8 @@ from reload_lint.findings import FileError
 # tests (condon/condoff); 13: parsed with CPython's `ast` instead of libcst (the same records,
 # scripts/diff_extract.py; the key holds the interpreter's exact version instead of libcst's)
 EXTRACT_VERSION = "13"
-PACK_VERSION = 1
+# pack layout; 2: consumed-input results keep, per file, what the analysis read of its record
+PACK_VERSION = 2
 MAX_FILE_BYTES = 8 * 1024 * 1024
 RACY_NS = 2_000_000_000  # rows this close to the pack's write time are re-hashed
 KEEP_RESULTS = 8  # whole-run results kept per tree (e.g. a few --select variants)
@@ -396,8 +397,10 @@ class RecordStore:
             h.update(f"\x1e{sf.rel}\x1f{sf.module}\x1f{int(sf.is_package)}\x1f{what}".encode())
         return h.hexdigest()
 
-    def put_deps_result(self, key: str, value) -> None:
-        """Keep `value` under `key` with the extraction results the analysis consumed."""
+    def put_deps_result(self, key: str, value, reads=None) -> None:
+        """Keep `value` under `key` with the extraction results the analysis consumed and,
+        for each record, what the analysis read of it (`reads`, index/deps.py): a later run
+        whose changed files give the same observations reuses `value`."""
         if not self.use_cache:
             return
         deps = []
@@ -405,25 +408,30 @@ class RecordStore:
             sha = self._hash.get(rel)
             if digest == "!" or sha is None:
                 return  # an input that could not be read: never reused
-            deps.append((rel, sha, digest))
+            rec = self._records.get(rel)
+            observed = None
+            if rec is not None and reads is not None:
+                observed = pickle.dumps(reads.observed(rel, rec), protocol=pickle.HIGHEST_PROTOCOL)
+            deps.append((rel, sha, digest, observed))
         self._keep(
             "deps", key, (tuple(deps), pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
         )
 
     def get_deps_result(self, key: str):
         """The value kept under `key` if every consumed file's extraction result is the same
-        now: files whose hash changed are re-parsed (at most MAX_DEPS_REPARSE; the results
-        stay in the pack for the analysis if this misses)."""
+        now, or, for a record the analysis read, gives the same observations (index/deps.py):
+        files whose hash changed are re-parsed (at most MAX_DEPS_REPARSE; the results stay in
+        the pack for the analysis if this misses)."""
         if not self.use_cache:
             return None
         entry = self._pack.get("deps", {}).get(key)
         if entry is None:
             return None
         deps, blob = entry
-        changed = [(rel, digest) for rel, sha, digest in deps if self._hash.get(rel) != sha]
+        changed = [d for d in deps if self._hash.get(d[0]) != d[1]]
         if len(changed) > MAX_DEPS_REPARSE:
             return None
-        for rel, digest in changed:
+        for rel, _sha, digest, observed in changed:
             sf = self._by_rel.get(rel)
             if sf is None or rel not in self._hash or self.text(sf) is None:
                 return None
@@ -433,7 +441,9 @@ class RecordStore:
                 self._blobs[self._key(sf)] = now
                 self._dirty = True
                 self.parsed += 1
-            if _digest(now) != digest:
+            if _digest(now) == digest:
+                continue
+            if observed is None or not _same_observations(now, observed):
                 return None
         return self._hit(blob)
 
@@ -624,6 +634,26 @@ class RecordStore:
                 except OSError:
                     pass
         self._dirty = False
+
+
+def _same_observations(blob: bytes, observed: bytes) -> bool:
+    """Whether the extraction result `blob` is a record that gives every observation in
+    `observed` (pickled {observation: digest}) as it was given when the result was kept."""
+    from reload_lint.index.deps import unchanged
+
+    try:
+        res = pickle.loads(blob)
+        obs = pickle.loads(observed)
+    except Exception:  # a corrupt entry is a miss
+        return False
+    if not (isinstance(res, tuple) and len(res) == 2 and res[0] == "ok"):
+        return False
+    if not isinstance(res[1], dict) or not isinstance(obs, dict):
+        return False
+    try:
+        return unchanged(res[1], obs)
+    except Exception:  # a record of another shape: a miss, never a wrong hit
+        return False
 
 
 def _digest(blob: bytes) -> str:

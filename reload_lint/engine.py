@@ -17,6 +17,7 @@ from reload_lint.config import Config, path_matches
 from reload_lint.discover import SourceFile, discover
 from reload_lint.errors import ReloadLintError
 from reload_lint.findings import FileError, Finding, compute_fingerprints
+from reload_lint.index.deps import Reads
 from reload_lint.progress import Progress
 
 
@@ -152,12 +153,16 @@ def run_check(
     if cached is not None:
         findings, store_errors, suppressions = cached
     else:
-        findings = _analyse(store, files, views, cfg, roots, contract_for, only_paths, progress)
+        # what the analysis reads of each record, kept with the result (fine-grained cutoff)
+        reads = Reads() if use_cache else None
+        findings = _analyse(
+            store, files, views, cfg, roots, contract_for, only_paths, progress, reads
+        )
         store_errors = errors[n_discover:]
         suppressions = _suppressions(store, files)
         if use_cache:
             store.put_result(run_key, (findings, store_errors, suppressions))
-            store.put_deps_result(deps_key, (findings, store_errors, suppressions))
+            store.put_deps_result(deps_key, (findings, store_errors, suppressions), reads)
     store.save()
     progress.close()
     errors = [e for e in [*errors[:n_discover], *store_errors] if cfg.rule_enabled(e.path, e.rule)]
@@ -200,7 +205,7 @@ def config_scopes(cfg: Config) -> tuple:
     return tuple(out)
 
 
-def _analyse(store, files, views, cfg, roots, contract_for, only_paths, progress):
+def _analyse(store, files, views, cfg, roots, contract_for, only_paths, progress, reads=None):
     """Index + analysis (a whole-run cache miss): findings selected, sorted, fingerprinted."""
     from reload_lint.analysis.interp import Analyzer
     from reload_lint.index.project import ProjectIndex
@@ -227,6 +232,7 @@ def _analyse(store, files, views, cfg, roots, contract_for, only_paths, progress
                 prefetch=lambda mods, view=view: store.prefetch_batch(
                     [view[m] for m in mods if m in view]
                 ),
+                reads=reads,
             )
             analyzer = Analyzer(
                 index, roots, cfg.all_apply_names(), contract_for, scopes=config_scopes(cfg)

@@ -30,6 +30,7 @@ from reload_lint.analysis.readers import ReaderMixin
 from reload_lint.analysis.stores import StoreMixin
 from reload_lint.analysis.values import AV
 from reload_lint.findings import FileError, Finding, TraceStep
+from reload_lint.index.deps import is_apply_name
 from reload_lint.index.project import ProjectIndex
 from reload_lint.rules import RULES
 
@@ -41,6 +42,7 @@ class Analyzer(ExprMixin, CallMixin, StoreMixin, ReaderMixin, PathFactsMixin):
         self.index = index
         self.root_names = set(root_names)
         self.apply_names = set(apply_names)
+        self._apply_t = tuple(sorted(self.apply_names))  # the parameter of views that use them
         self.contract_for = contract_for  # path -> Contract
         self.findings: dict[tuple, Finding] = {}
         self.memo: dict[tuple, tuple] = {}
@@ -59,8 +61,6 @@ class Analyzer(ExprMixin, CallMixin, StoreMixin, ReaderMixin, PathFactsMixin):
         self._store_site_module: dict[tuple, str] = {}
         self._conditional: set[tuple] = set()
         self._stored_cls: dict[tuple, str] = {}  # finding key -> class of the stored object
-        self._callers: dict[str, set] = {}  # callee name -> calling functions (relocate)
-        self._callers_seen: set[str] = set()  # finding keys whose store sits under a guard
         self._held_types: dict[tuple[str, str], set[str]] = {}
         self._reach: dict[str, list] = {}
         self._holder_walks: dict[tuple, tuple] = {}  # (class, on self) -> (reached, gaps)
@@ -100,18 +100,15 @@ class Analyzer(ExprMixin, CallMixin, StoreMixin, ReaderMixin, PathFactsMixin):
 
     def is_apply(self, name: str) -> bool:
         """Apply/forward-path methods: the configured names and their `forward*`/`apply*` kin."""
-        return name in self.apply_names or name.lstrip("_").startswith(("forward", "apply"))
+        return is_apply_name(name, self.apply_names)
 
     # ------------------------------------------------------------------ entry points
     def run(self, modules: list[str]) -> list[Finding]:
         roots = []
+        names = tuple(sorted(self.root_names))
         for mod in modules:
-            rec = self.index.record(mod)
-            if rec is None:
-                continue
-            for qn, f in sorted(rec["functions"].items()):
-                if f["name"] in self.root_names and not f["parent"]:
-                    roots.append((mod, qn, f))
+            for qn, f in self.index.view(mod, "roots", names) or ():
+                roots.append((mod, qn, f))
         # make the registries see every root file before judging
         self._registered = None
         for mod, qn, f in roots:
@@ -374,13 +371,9 @@ class Analyzer(ExprMixin, CallMixin, StoreMixin, ReaderMixin, PathFactsMixin):
             self._contained(mod, "apply-time cache analysis", self._run_apply_module, mod)
 
     def _run_apply_module(self, mod: str) -> None:
-        rec = self.index.record(mod)
-        if rec is None:
-            return
-        for _qn, f in sorted(rec["functions"].items()):
-            if self.is_apply(f["name"]) and f["guarded"] and f["cls"]:
-                cls_key = f"{mod}:{f['cls']}"
-                self._guarded(mod, _qn, f, self._run_method, mod, f, "apply", cls_key, None)
+        for _qn, f in self.index.view(mod, "apply_guarded", self._apply_t) or ():
+            cls_key = f"{mod}:{f['cls']}"
+            self._guarded(mod, _qn, f, self._run_method, mod, f, "apply", cls_key, None)
 
     def _incomplete(self, fr: Frame, msg: str, line: int = 0) -> None:
         """An RL906 row: part of a post-load path was not analysed (never a silent pass)."""

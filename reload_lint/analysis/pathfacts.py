@@ -187,11 +187,9 @@ class PathFactsMixin:
         out = dict(contract.reset_flags)
         hooks = set(contract.reset_hooks)
         if hooks:
-            for rec in self.index.loaded_records():
-                path = self.index.path_of(rec["module"])
-                for f in rec["functions"].values():
-                    if f["name"] not in hooks:
-                        continue
+            for mod, named in self.index.each_view("named", tuple(sorted(hooks))):
+                path = self.index.path_of(mod)
+                for f in named:
                     for st in f["body"]:
                         if st[0] == "assign" and _const_truth(st[5]) is not None:
                             for t in st[4]:
@@ -342,15 +340,17 @@ class PathFactsMixin:
         if attr in self._ffo:
             return self._ffo[attr]
         self._ffo[attr] = None
+        skip = tuple(sorted(self.root_names | set(self.once_names)))
         readers = [
-            (rec, f)
-            for rec, f in self._attr_readers().get(attr, ())
+            (mod, f)
+            for mod, fs in self.index.each_view("readers", attr, skip)
+            for f in fs
             if not any(_stores_attr(st, attr) for st in f["body"])
         ]
         if not readers:
             return None
         whys = []
-        for rec, f in readers:
+        for mod, f in readers:
             cleared = {
                 t[2]
                 for st in f["body"]
@@ -358,16 +358,11 @@ class PathFactsMixin:
                 for t in st[4]
                 if t[0] == "a"
             }
-            tested = {
-                st[5]
-                for g in rec["functions"].values()
-                for st in g["body"]
-                if st[0] in ("flagon", "flagexit")
-            }
+            tested = set(self.index.view(mod, "flag_tests"))
             flags = sorted(cleared & tested)
             if not flags:
                 return None
-            path = self.index.path_of(rec["module"])
+            path = self.index.path_of(mod)
             whys.append(f"{f['qn']} ({path}:{f['line']}) clears `{flags[0]}`")
         self._ffo[attr] = (
             f"`{attr}` is read only on a first forward: {'; '.join(whys)} after its first run, "
@@ -375,35 +370,14 @@ class PathFactsMixin:
         )
         return self._ffo[attr]
 
-    def _attr_readers(self) -> dict[str, list]:
-        """attr -> (record, function) of every loaded function outside post-load roots and
-        weight creation that reads it, in loaded-record order; rebuilt when more records
-        have been loaded since."""
-        records = self.index.loaded_records()
-        cached = getattr(self, "_readers_idx", None)
-        if cached is not None and cached[0] == len(records):
-            return cached[1]
-        idx: dict[str, list] = {}
-        skip = self.root_names | set(self.once_names)
-        for rec in records:
-            for f in rec["functions"].values():
-                if f["name"] in skip:
-                    continue
-                for a in dict.fromkeys(a for a, _ln in f["reads"]):
-                    idx.setdefault(a, []).append((rec, f))
-        self._readers_idx = (len(records), idx)
-        return idx
-
     # ------------------------------------------------------------------ masked
     def checkpoint_names(self) -> set[str]:
         """Parameter names registered where weights are created (`create_weights`, `__init__`):
         what a weight loader looks up by name on the next load."""
         if self._ckpt is None:
             names: set[str] = set()
-            for rec in self.index.loaded_records():
-                for f in rec["functions"].values():
-                    if f["name"] not in self.once_names:
-                        continue
+            for _mod, named in self.index.each_view("named", tuple(sorted(self.once_names))):
+                for f in named:
                     for st in f["body"]:
                         e = st[4] if st[0] == "expr" else None
                         if e and e[0] == "c" and e[1][0] == "a" and e[1][2] == "register_parameter":

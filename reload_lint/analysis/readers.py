@@ -35,6 +35,9 @@ from collections import deque
 from reload_lint.analysis import values as V
 from reload_lint.analysis.frame import MODULE_ANNOT_HINTS, MODULE_PARAM_NAMES
 from reload_lint.findings import TraceStep
+from reload_lint.index.deps import calls_in as _calls
+from reload_lint.index.deps import is_entry_name
+from reload_lint.index.deps import reads_attr as _reads
 from reload_lint.index.extract import dotted
 
 # Backend names used in vLLM / SGLang function, method and module names. A name token from this
@@ -151,18 +154,6 @@ def _escapes(c, has: frozenset) -> str | None:
     return None
 
 
-def _reads(f: dict, attr: str) -> bool:
-    """Whether `f` reads `attr` other than by storing to it (`x.attr = ...` is recorded as a
-    read of the target too)."""
-    lines = {ln for a, ln in f["reads"] if a == attr}
-    if not lines:
-        return False
-    for st in f["body"]:
-        if st[0] == "assign" and any(t[0] == "a" and t[2] == attr for t in st[4]):
-            lines -= set(range(st[1], (st[3] if len(st) > 3 else st[1]) + 1))
-    return bool(lines)
-
-
 def _chain(e) -> list:
     """`a.b.c` as [c, b, a] (attribute names outermost first)."""
     out = []
@@ -178,23 +169,12 @@ def _names_obj(e, objs: set) -> bool:
     return isinstance(e, tuple) and len(e) >= 2 and e[0] == "n" and e[1] in objs
 
 
-def _calls(e, out: list) -> None:
-    """Every call expression (`("c", func, args, kwargs, line, star)`) inside `e`."""
-    if not isinstance(e, tuple) or not e:
-        return
-    if e[0] == "c" and len(e) >= 5:
-        out.append(e)
-    for x in e[1:]:
-        if isinstance(x, tuple):
-            _calls(x, out)
-
-
 class ReaderMixin:
     """Mixed into Analyzer (analysis/interp.py)."""
 
     def is_entry(self, name: str) -> bool:
         """Apply/forward entry points: configured names and public `apply*`/`forward*`."""
-        return name in self.apply_names or name.startswith(("forward", "apply"))
+        return is_entry_name(name, self.apply_names)
 
     def note_held(self, owner_cls: str, attr: str, held_cls: str) -> None:
         """The analysis saw an object of class `held_cls` stored on `owner.<attr>`."""
@@ -219,22 +199,7 @@ class ReaderMixin:
     def callers_of(self, name: str) -> set:
         """Functions (module, qualname) of the parsed modules that call something named
         `name` (`f(...)`, `mod.f(...)`); updated as the analysis parses more modules."""
-        for rec in self.index.loaded_records():
-            mod = rec["module"]
-            if mod in self._callers_seen:
-                continue
-            self._callers_seen.add(mod)
-            for qn, g in rec["functions"].items():
-                calls: list = []
-                for st in g["body"]:
-                    for part in st[4:]:
-                        _calls(part, calls)
-                for c in calls:
-                    fn = c[1]
-                    head = fn[2] if fn[0] == "a" else fn[1] if fn[0] == "n" else None
-                    if isinstance(head, str):
-                        self._callers.setdefault(head, set()).add((mod, qn))
-        return self._callers.get(name, set())
+        return {(mod, qn) for mod, qns in self.index.each_view("callers", name) for qn in qns}
 
     def relocate(self, fr, target: str) -> tuple | None:
         """(path, line, symbol, target) of the call site when the store sits in a shared helper
@@ -374,10 +339,8 @@ class ReaderMixin:
         mod0, _, cqn = cls_key.partition(":")
         entries: list[tuple] = []
         done: set[str] = set()
-        rec0 = self.index.record(mod0) if not cqn else None
-        for qn, f in sorted((rec0 or {}).get("functions", {}).items()):
-            if not f["cls"] and not f["parent"] and self.is_entry(f["name"]):
-                entries.append((mod0, qn, f, None, (qn,)))
+        for qn, f in (self.index.view(mod0, "entries", self._apply_t) if not cqn else None) or ():
+            entries.append((mod0, qn, f, None, (qn,)))
         for mod, name, qn in self.index.mro_methods(cls_key) if cqn else ():
             if name in done or not self.is_entry(name):
                 continue
@@ -579,14 +542,13 @@ class ReaderMixin:
         if on_self:
             # what holds the object (the layer's `quant_method`, a kernel's owner) may read
             # it by name: any read outside the walk of the parsed code keeps the finding
-            for rec in self.index.loaded_records():
-                for qn, f in rec["functions"].items():
-                    if (rec["module"], qn) not in reached and _reads(f, attr):
+            for mod, hits in self.index.each_view("reads", attr):
+                for qn, _cls in hits:
+                    if (mod, qn) not in reached:
                         return None
         mod0 = self._store_site_module.get(key, "")
-        rec = self.index.record(mod0) if mod0 else None
-        for qn, f in (rec or {}).get("functions", {}).items():
-            if not f["cls"] and (mod0, qn) not in reached and _reads(f, attr):
+        for qn, cls in (self.index.view(mod0, "reads", attr) if mod0 else None) or ():
+            if not cls and (mod0, qn) not in reached:
                 return None
         family = sorted({e.split(".")[0] for e in entries})
         return (

@@ -13,7 +13,6 @@ from reload_lint.analysis.frame import (
 )
 from reload_lint.analysis.values import AV
 from reload_lint.findings import Finding, TraceStep
-from reload_lint.index.extract import dotted
 from reload_lint.rules import RULES
 
 
@@ -40,10 +39,10 @@ class StoreMixin:
             regs: set[str] = set()
             bufs: set[str] = set()
             builders: list[tuple[str, str]] = []
-            for rec in self.index.loaded_records():
-                regs.update(rec.get("registered", ()))
-                bufs.update(rec.get("buffers", ()))
-                builders.extend(_builds_on_self(rec))
+            for _mod, (registered, buffers, builds) in self.index.each_view("registrations"):
+                regs.update(registered)
+                bufs.update(buffers)
+                builders.extend(builds)
             self._registered, self._buffers = regs, bufs
             self._builders = builders
         return self._registered, self._buffers or set()
@@ -419,25 +418,3 @@ def _new_storage_first(v: AV) -> int:
 
 # what an object field keeps for later reads: tensors and the objects it holds
 _FIELD_KINDS = frozenset({V.FRESH, V.PARAM, V.REG, V.VIEW, V.OBJ, V.MODULE, V.CONTAINER})
-
-
-def _builds_on_self(rec: dict) -> list[tuple[str, str]]:
-    """(class key, dotted callee) for `self.<x> = Callee(...)` in the methods of the record's
-    classes (CamelCase callees: classes)."""
-    out = []
-    mod = rec["module"]
-    for cls_qn, crec in rec["classes"].items():
-        for mqn in crec["methods"].values():
-            f = rec["functions"].get(mqn)
-            if f is None or not f["params"]:
-                continue
-            me = f["params"][0]
-            for st in f["body"]:
-                if st[0] != "assign" or st[5][0] != "c" or st[5][1][0] not in ("n", "a"):
-                    continue
-                if not any(t[0] == "a" and t[1] == ("n", me) for t in st[4]):
-                    continue
-                d = dotted(st[5][1])
-                if d and d.rsplit(".", 1)[-1].lstrip("_")[:1].isupper():
-                    out.append((f"{mod}:{cls_qn}", d))
-    return out

@@ -30,6 +30,7 @@ class ProjectIndex:
         loader: Callable[[str], dict | None],
         class_bases: dict[str, list[str]] | None = None,
         prefetch: Callable[[list[str]], None] | None = None,
+        reads=None,
     ):
         """module_paths: dotted module name -> relative path; loader(module) -> record.
 
@@ -38,12 +39,19 @@ class ProjectIndex:
 
         prefetch(modules): a hint that `modules` are about to be read one by one (parsed in
         parallel where the loader can); never changes what `loader` returns.
+
+        reads (index/deps.py `Reads`): when given, every record is handed out wrapped, so what
+        the analysis reads of it is noted per file (the fine-grained early cutoff).
         """
         self.module_paths = module_paths
         self.class_bases = class_bases or {}
         self._loader = loader
         self._prefetch = prefetch
         self._records: dict[str, dict | None] = {}
+        self._raw: dict[str, dict | None] = {}  # the loader's records, as views read them
+        self._reads = reads
+        self._views: dict[tuple, object] = {}
+        self._view_cache: dict[str, dict] = {}
         self._is_module_cache: dict[str, bool] = {}
         self._is_param_cache: dict[str, bool] = {}
         self._mro_cache: dict[str, list[str]] = {}
@@ -52,8 +60,38 @@ class ProjectIndex:
     # ---- records ---------------------------------------------------------------------
     def record(self, module: str) -> dict | None:
         if module not in self._records:
-            self._records[module] = self._loader(module) if module in self.module_paths else None
+            raw = self._loader(module) if module in self.module_paths else None
+            self._raw[module] = raw
+            if raw is not None and self._reads is not None:
+                raw = self._reads.wrap(self.module_paths[module], raw)
+            self._records[module] = raw
         return self._records[module]
+
+    def view(self, module: str, name: str, *params):
+        """A named view of `module`'s record (index/deps.py VIEWS: the roots it defines, the
+        functions reading an attribute, ...), or None without a record. Analysis code that
+        would enumerate a record's tables asks for the view instead, so what it depends on is
+        what the view returns, not every entry of the table."""
+        key = (module, name, params)
+        try:
+            return self._views[key]
+        except KeyError:
+            pass
+        value = None
+        if self.record(module) is not None:
+            from reload_lint.index.deps import VIEWS
+
+            cache = self._view_cache.setdefault(module, {})
+            value = VIEWS[name](self._raw[module], cache, *params)
+            if self._reads is not None:
+                self._reads.note_view(self.module_paths[module], name, params)
+        self._views[key] = value
+        return value
+
+    def each_view(self, name: str, *params):
+        """(module, view) for every record loaded now, by module name (loaded_records' order)."""
+        for module in [m for m, r in sorted(self._records.items()) if r is not None]:
+            yield module, self.view(module, name, *params)
 
     def loaded_records(self) -> list[dict]:
         return [r for _, r in sorted(self._records.items()) if r is not None]
@@ -255,10 +293,10 @@ class ProjectIndex:
             if self._prefetch is not None:
                 self._prefetch([m for m in batch if m not in self._records])
             for mod in batch:
-                rec = self.record(mod)
-                if rec is None:
+                names = self.view(mod, "class_names")
+                if names is None:
                     continue
-                for cqn in rec["classes"]:
+                for cqn in names:
                     short = cqn.rsplit(".", 1)[-1]
                     if short not in seen:
                         seen.add(short)
@@ -268,10 +306,10 @@ class ProjectIndex:
                                 changed = True
         out = []
         for mod in sorted(cand_mods):
-            rec = self.record(mod)
-            if rec is None:
+            names = self.view(mod, "class_names")
+            if names is None:
                 continue
-            for cqn in sorted(rec["classes"]):
+            for cqn in sorted(names):
                 ck = f"{mod}:{cqn}"
                 if ck != key and key in self.mro(ck):
                     out.append(ck)

@@ -1,0 +1,410 @@
+"""What the analysis read from each module record (the finer-grained early cutoff, cache.py).
+
+A run's findings are a function of what the analysis *observed* of the records: the entries it
+looked up (present or not), the tables it enumerated, and the derived views (the roots of a
+module, the functions reading an attribute, ...) it asked for. The analysis is deterministic
+given those observations, so when a file changes but every observation it gave is the same on
+its new record, a full run over the new tree would make the same observations in the same
+order and give the same result.
+
+Every read goes through a record wrapped here (`Reads.wrap`): its tables are `_Table`s, which
+note each key looked up (a miss too) and note the whole table when it is iterated, sized or
+compared; top-level keys are noted likewise. The places in the analysis that enumerate a table
+ask `ProjectIndex.view` for a named view instead (`VIEWS`: pure functions of the raw record and
+the view's parameters), so what they depend on is the filtered result, not the whole table:
+appending a function no root reaches changes no view and no looked-up entry.
+
+`Reads.observed(rel, raw)` turns what was read of a file into {observation: digest}, kept in the
+pack with the result; `unchanged(raw, observed)` recomputes each observation on a new record
+and compares. Digests are of `marshal` version 2 (no references, no interning flags: equal
+values of the same types give equal bytes; records hold only str/int/float/bool/None/bytes/
+tuple/list/dict); a value marshal cannot write gets no digest and never matches.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import marshal
+
+# a record's tables: looked up by key, each lookup noted on its own
+TABLES = frozenset(
+    ("functions", "classes", "imports", "globals", "self_registered", "self_buffers")
+)
+WHOLE = ("*",)  # a table (or the record) read as a whole; never a key of any table
+TOP = "^"  # observation kind: a top-level key of the record
+VIEW = "v"  # observation kind: a named view
+_ABSENT = b"absent"  # the digest of a key that is not there (digests are 12 bytes)
+
+
+def digest(value) -> bytes | None:
+    try:
+        data = marshal.dumps(value, 2)
+    except (ValueError, RecursionError):
+        return None
+    return hashlib.blake2b(data, digest_size=12).digest()
+
+
+class ReadOnlyRecord(TypeError):
+    pass
+
+
+def _readonly(self, *a, **k):
+    raise ReadOnlyRecord("module records are read-only during the analysis")
+
+
+class _Table(dict):
+    """One table of a record (functions, classes, imports, globals, ...), noting what is read."""
+
+    __slots__ = ("_seen",)
+
+    def __getitem__(self, k):
+        self._seen.add(k)
+        return dict.__getitem__(self, k)
+
+    def get(self, k, default=None):
+        self._seen.add(k)
+        return dict.get(self, k, default)
+
+    def __contains__(self, k):
+        self._seen.add(k)
+        return dict.__contains__(self, k)
+
+    def __iter__(self):
+        self._seen.add(WHOLE)
+        return dict.__iter__(self)
+
+    def keys(self):
+        self._seen.add(WHOLE)
+        return dict.keys(self)
+
+    def values(self):
+        self._seen.add(WHOLE)
+        return dict.values(self)
+
+    def items(self):
+        self._seen.add(WHOLE)
+        return dict.items(self)
+
+    def __len__(self):
+        self._seen.add(WHOLE)
+        return dict.__len__(self)
+
+    def __reversed__(self):
+        self._seen.add(WHOLE)
+        return dict.__reversed__(self)
+
+    def __eq__(self, other):
+        self._seen.add(WHOLE)
+        return dict.__eq__(self, other)
+
+    def __ne__(self, other):
+        self._seen.add(WHOLE)
+        return dict.__ne__(self, other)
+
+    def __repr__(self):
+        self._seen.add(WHOLE)
+        return dict.__repr__(self)
+
+    def copy(self):
+        self._seen.add(WHOLE)
+        return dict(dict.items(self))
+
+    def __or__(self, other):
+        self._seen.add(WHOLE)
+        return dict(dict.items(self)) | other
+
+    def __ror__(self, other):
+        self._seen.add(WHOLE)
+        return other | dict(dict.items(self))
+
+    def __reduce_ex__(self, protocol):
+        self._seen.add(WHOLE)
+        return (dict, (dict(dict.items(self)),))
+
+    __hash__ = None
+    __setitem__ = __delitem__ = pop = popitem = setdefault = update = clear = _readonly
+    __ior__ = _readonly
+
+
+class _Record(_Table):
+    """A record's top level: its tables come back as `_Table`s (which note their own reads);
+    any other key (`registered`, `buffers`, ...) is noted when read."""
+
+    __slots__ = ()
+
+    def __getitem__(self, k):
+        if k not in TABLES:
+            self._seen.add(k)
+        return dict.__getitem__(self, k)
+
+    def get(self, k, default=None):
+        if k not in TABLES:
+            self._seen.add(k)
+        return dict.get(self, k, default)
+
+    def __contains__(self, k):
+        if k not in TABLES:
+            self._seen.add(k)
+        return dict.__contains__(self, k)
+
+
+class Reads:
+    """rel -> what the analysis read of that file's record: {TOP: keys, table: keys, VIEW:
+    (name, params)}."""
+
+    def __init__(self):
+        self.by_rel: dict[str, dict[str, set]] = {}
+
+    def _log(self, rel: str) -> dict[str, set]:
+        log = self.by_rel.get(rel)
+        if log is None:
+            log = self.by_rel[rel] = {}
+        return log
+
+    def wrap(self, rel: str, raw: dict) -> dict:
+        """The record the analysis reads: `raw`'s public keys, its tables as `_Table`s."""
+        log = self._log(rel)
+        rec = _Record()
+        for k, v in raw.items():
+            if k.startswith("_"):  # the engine's own notes (speculation), never analysed
+                continue
+            if k in TABLES and type(v) is dict:
+                t = _Table()
+                dict.update(t, v)
+                t._seen = log.setdefault(k, set())
+                v = t
+            dict.__setitem__(rec, k, v)
+        rec._seen = log.setdefault(TOP, set())
+        return rec
+
+    def note_view(self, rel: str, name: str, params: tuple) -> None:
+        self._log(rel).setdefault(VIEW, set()).add((name, params))
+
+    def note_entry(self, rel: str, table: str, key) -> set:
+        """Note one lookup of `table`; returns the table's set (hot paths add to it directly)."""
+        seen = self._log(rel).setdefault(table, set())
+        seen.add(key)
+        return seen
+
+    def observed(self, rel: str, raw: dict) -> dict:
+        """{observation: digest} of what was read of `rel`, evaluated on its record `raw`."""
+        out: dict = {}
+        cache: dict = {}
+        for kind, keys in self.by_rel.get(rel, {}).items():
+            for key in keys:
+                obs = (kind, key)
+                out[obs] = _evaluate(raw, obs, cache)
+        return out
+
+
+def _public(raw: dict) -> dict:
+    return {k: v for k, v in raw.items() if not k.startswith("_")}
+
+
+def _evaluate(raw: dict, obs: tuple, cache: dict) -> bytes | None:
+    kind, key = obs
+    if kind == VIEW:
+        name, params = key
+        fn = VIEWS.get(name)
+        return None if fn is None else digest(fn(raw, cache, *params))
+    if kind == TOP:
+        if key == WHOLE:
+            return digest(_public(raw))
+        return digest(raw[key]) if key in raw and not str(key).startswith("_") else _ABSENT
+    table = raw.get(kind)
+    if not isinstance(table, dict):
+        return None
+    if key == WHOLE:
+        return digest(table)
+    return digest(table[key]) if key in table else _ABSENT
+
+
+def unchanged(raw: dict, observed: dict) -> bool:
+    """Whether every observation gives on `raw` the digest it gave when it was made."""
+    cache: dict = {}
+    for obs, dig in observed.items():
+        if dig is None or _evaluate(raw, obs, cache) != dig:
+            return False
+    return True
+
+
+# ---- views: what the analysis's enumerations of a record's tables really use -------------
+# Each is a pure function of the raw record and its parameters (hashable, marshal-able);
+# `cache` is a per-record dict for indexes shared between calls. The analysis uses the value a
+# view returns and nothing else of the enumeration, so an edit that leaves it equal leaves the
+# analysis where it was.
+
+
+def is_apply_name(name: str, apply_names: tuple) -> bool:
+    """Apply/forward-path methods: the configured names and their `forward*`/`apply*` kin."""
+    return name in apply_names or name.lstrip("_").startswith(("forward", "apply"))
+
+
+def is_entry_name(name: str, apply_names: tuple) -> bool:
+    """Apply/forward entry points: configured names and public `apply*`/`forward*`."""
+    return name in apply_names or name.startswith(("forward", "apply"))
+
+
+def _v_roots(rec, cache, names):
+    """(qn, function) of the module-level or class-level functions named in `names` (roots),
+    by qualname."""
+    return tuple(
+        (qn, f)
+        for qn, f in sorted(rec["functions"].items())
+        if f["name"] in names and not f["parent"]
+    )
+
+
+def _v_apply_guarded(rec, cache, apply_names):
+    """(qn, method) of the apply/forward methods that carry a lazy guard, by qualname."""
+    return tuple(
+        (qn, f)
+        for qn, f in sorted(rec["functions"].items())
+        if is_apply_name(f["name"], apply_names) and f["guarded"] and f["cls"]
+    )
+
+
+def _v_entries(rec, cache, apply_names):
+    """(qn, function) of the module-level apply/forward entry functions, by qualname."""
+    return tuple(
+        (qn, f)
+        for qn, f in sorted(rec["functions"].items())
+        if not f["cls"] and not f["parent"] and is_entry_name(f["name"], apply_names)
+    )
+
+
+def _v_named(rec, cache, names):
+    """The functions whose simple name is in `names`, in record order."""
+    return tuple(f for f in rec["functions"].values() if f["name"] in names)
+
+
+def _v_flag_tests(rec, cache):
+    """The state flags (attribute names) some function of the module tests, sorted."""
+    return tuple(
+        sorted(
+            {
+                st[5]
+                for g in rec["functions"].values()
+                for st in g["body"]
+                if st[0] in ("flagon", "flagexit")
+            }
+        )
+    )
+
+
+def _v_readers(rec, cache, attr, skip):
+    """The functions (record order) not named in `skip` that read attribute `attr`."""
+    idx = cache.get(("readers", skip))
+    if idx is None:
+        idx = {}
+        for f in rec["functions"].values():
+            if f["name"] in skip:
+                continue
+            for a in dict.fromkeys(a for a, _ln in f["reads"]):
+                idx.setdefault(a, []).append(f)
+        cache[("readers", skip)] = idx
+    return tuple(idx.get(attr, ()))
+
+
+def reads_attr(f: dict, attr: str) -> bool:
+    """Whether `f` reads `attr` other than by storing to it (`x.attr = ...` is recorded as a
+    read of the target too)."""
+    lines = {ln for a, ln in f["reads"] if a == attr}
+    if not lines:
+        return False
+    for st in f["body"]:
+        if st[0] == "assign" and any(t[0] == "a" and t[2] == attr for t in st[4]):
+            lines -= set(range(st[1], (st[3] if len(st) > 3 else st[1]) + 1))
+    return bool(lines)
+
+
+def _v_reads(rec, cache, attr):
+    """(qn, class qualname) of the functions that read `attr` other than by storing it, in
+    record order."""
+    return tuple((qn, f["cls"]) for qn, f in rec["functions"].items() if reads_attr(f, attr))
+
+
+def calls_in(e, out: list) -> None:
+    """Every call expression (`("c", func, args, kwargs, line, star)`) inside `e`."""
+    if not isinstance(e, tuple) or not e:
+        return
+    if e[0] == "c" and len(e) >= 5:
+        out.append(e)
+    for x in e[1:]:
+        if isinstance(x, tuple):
+            calls_in(x, out)
+
+
+def _v_callers(rec, cache, name):
+    """Qualnames of the functions that call something named `name` (`f(...)`,
+    `mod.f(...)`), in record order."""
+    idx = cache.get("callers")
+    if idx is None:
+        idx = {}
+        for qn, g in rec["functions"].items():
+            calls: list = []
+            for st in g["body"]:
+                for part in st[4:]:
+                    calls_in(part, calls)
+            for c in calls:
+                fn = c[1]
+                head = fn[2] if fn[0] == "a" else fn[1] if fn[0] == "n" else None
+                if isinstance(head, str):
+                    qns = idx.setdefault(head, [])
+                    if qn not in qns:
+                        qns.append(qn)
+        cache["callers"] = idx
+    return tuple(idx.get(name, ()))
+
+
+def _v_class_names(rec, cache):
+    """The record's class qualnames, in record order."""
+    return tuple(rec["classes"])
+
+
+def _v_registrations(rec, cache):
+    """(names registered on a handed module, buffer names, (class key, dotted callee) of each
+    `self.<x> = Callee(...)` in a class's methods): the module-wide registration tables."""
+    return (
+        tuple(rec.get("registered", ())),
+        tuple(rec.get("buffers", ())),
+        tuple(builds_on_self(rec)),
+    )
+
+
+def builds_on_self(rec: dict) -> list[tuple[str, str]]:
+    """(class key, dotted callee) for `self.<x> = Callee(...)` in the methods of the record's
+    classes (CamelCase callees: classes)."""
+    from reload_lint.index.extract import dotted
+
+    out = []
+    mod = rec["module"]
+    for cls_qn, crec in rec["classes"].items():
+        for mqn in crec["methods"].values():
+            f = rec["functions"].get(mqn)
+            if f is None or not f["params"]:
+                continue
+            me = f["params"][0]
+            for st in f["body"]:
+                if st[0] != "assign" or st[5][0] != "c" or st[5][1][0] not in ("n", "a"):
+                    continue
+                if not any(t[0] == "a" and t[1] == ("n", me) for t in st[4]):
+                    continue
+                d = dotted(st[5][1])
+                if d and d.rsplit(".", 1)[-1].lstrip("_")[:1].isupper():
+                    out.append((f"{mod}:{cls_qn}", d))
+    return out
+
+
+VIEWS = {
+    "roots": _v_roots,
+    "apply_guarded": _v_apply_guarded,
+    "entries": _v_entries,
+    "named": _v_named,
+    "flag_tests": _v_flag_tests,
+    "readers": _v_readers,
+    "reads": _v_reads,
+    "callers": _v_callers,
+    "class_names": _v_class_names,
+    "registrations": _v_registrations,
+}
