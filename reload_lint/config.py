@@ -6,6 +6,7 @@ Unknown keys are an error naming the key; a corrupt file is a ConfigError (exit 
 from __future__ import annotations
 
 import fnmatch
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -101,6 +102,7 @@ class Config:
         return selected(code, select, ignore)
 
 
+@functools.lru_cache(maxsize=8192)  # a pure function of its two strings, asked per store
 def path_matches(pattern: str, relpath: str) -> bool:
     """Whether `relpath` (posix, relative to the project) or a folder above it matches `pattern`.
 

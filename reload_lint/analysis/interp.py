@@ -71,6 +71,7 @@ class Analyzer(ExprMixin, CallMixin, StoreMixin, ReaderMixin, PathFactsMixin):
         self._builders: list[tuple[str, str]] | None = None  # (module class, class it builds)
         self._layer_regs: dict[str, tuple[frozenset, frozenset]] = {}
         self._built_by: dict[str, list[tuple[str, str]]] = {}
+        self._builds_of: tuple | None = None  # (builders, class -> its builders): stores.py
         # object fields: (class, attribute) -> what objects of that class built on a post-load
         # path hold there; roots that read a field before it was known are run again
         self.fields: dict[tuple[str, str], tuple] = {}

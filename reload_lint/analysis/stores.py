@@ -87,7 +87,16 @@ class StoreMixin:
         got = self._built_by.get(root_cls)
         if got is None:
             self._handed_registrations()
-            got = []
+            got = list(self._builds().get(root_cls, ()))
+            self._built_by[root_cls] = got
+        return got
+
+    def _builds(self) -> dict[str, list[tuple[str, str]]]:
+        """class -> (module class, built class) for each builder (in builder order) whose
+        built class has that class in its MRO: every builder resolved once per registry read,
+        not once per root class asked about."""
+        if self._builds_of is None or self._builds_of[0] is not self._builders:
+            inv: dict[str, list[tuple[str, str]]] = {}
             for builder, dotted_name in self._builders or ():
                 if not self.index.is_module_class(builder):
                     continue
@@ -96,10 +105,10 @@ class StoreMixin:
                 r = self.index.resolve(q) if q else None
                 if r is not None and r[0] == "class":
                     built = f"{r[1]}:{r[2]}"
-                    if root_cls in self.index.mro(built):
-                        got.append((builder, built))
-            self._built_by[root_cls] = got
-        return got
+                    for c in self.index.mro(built):
+                        inv.setdefault(c, []).append((builder, built))
+            self._builds_of = (self._builders, inv)
+        return self._builds_of[1]
 
     def registered_on(self, fr: Frame, b: AV) -> tuple[set[str], set[str]]:
         """(registered names, buffer names) for attributes of module value `b`."""

@@ -51,11 +51,16 @@ class ProjectIndex:
         self._raw: dict[str, dict | None] = {}  # the loader's records, as views read them
         self._reads = reads
         self._views: dict[tuple, object] = {}
+        self._loaded: tuple[int, list[str]] = (-1, [])
         self._view_cache: dict[str, dict] = {}
         self._is_module_cache: dict[str, bool] = {}
         self._is_param_cache: dict[str, bool] = {}
         self._mro_cache: dict[str, list[str]] = {}
         self._split_memo: dict[str, tuple[str, str] | None] = {}
+        self._resolve_memo: dict[tuple[str, int], tuple[str, str, str] | None] = {}
+        self._qualify_memo: dict[tuple[str, str], str | None] = {}
+        self._class_memo: dict[str, dict | None] = {}
+        self._function_memo: dict[tuple[str, str], dict | None] = {}
 
     # ---- records ---------------------------------------------------------------------
     def record(self, module: str) -> dict | None:
@@ -90,11 +95,18 @@ class ProjectIndex:
 
     def each_view(self, name: str, *params):
         """(module, view) for every record loaded now, by module name (loaded_records' order)."""
-        for module in [m for m, r in sorted(self._records.items()) if r is not None]:
+        for module in self._loaded_modules():
             yield module, self.view(module, name, *params)
 
+    def _loaded_modules(self) -> list[str]:
+        """The modules with a record loaded now, sorted (kept while no module is added)."""
+        if self._loaded[0] != len(self._records):
+            mods = [m for m, r in sorted(self._records.items()) if r is not None]
+            self._loaded = (len(self._records), mods)
+        return self._loaded[1]
+
     def loaded_records(self) -> list[dict]:
-        return [r for _, r in sorted(self._records.items()) if r is not None]
+        return [self._records[m] for m in self._loaded_modules()]
 
     def path_of(self, module: str) -> str:
         return self.module_paths.get(module, module.replace(".", "/") + ".py")
@@ -118,7 +130,20 @@ class ProjectIndex:
         return out
 
     def resolve(self, qualified: str, _depth: int = 0) -> tuple[str, str, str] | None:
-        """Resolve a qualified name to ('func'|'class'|'module', module, qualname)."""
+        """Resolve a qualified name to ('func'|'class'|'module', module, qualname).
+
+        Memoised per run (records never change during one): a repeated call reads nothing
+        new, so what it read is already noted (index/deps.py)."""
+        key = (qualified, _depth)
+        try:
+            return self._resolve_memo[key]
+        except KeyError:
+            pass
+        out = self._resolve(qualified, _depth)
+        self._resolve_memo[key] = out
+        return out
+
+    def _resolve(self, qualified: str, _depth: int) -> tuple[str, str, str] | None:
         if _depth > 8 or not qualified:
             return None
         split = self.split_qualified(qualified)
@@ -159,7 +184,17 @@ class ProjectIndex:
         return None
 
     def qualify(self, module: str, name: str) -> str | None:
-        """Qualified spelling of a dotted local name as seen from `module`."""
+        """Qualified spelling of a dotted local name as seen from `module` (memoised)."""
+        key = (module, name)
+        try:
+            return self._qualify_memo[key]
+        except KeyError:
+            pass
+        out = self._qualify(module, name)
+        self._qualify_memo[key] = out
+        return out
+
+    def _qualify(self, module: str, name: str) -> str | None:
         rec = self.record(module)
         if rec is None:
             return None
@@ -178,11 +213,15 @@ class ProjectIndex:
 
     # ---- classes ---------------------------------------------------------------------
     def class_record(self, key: str) -> dict | None:
+        try:
+            return self._class_memo[key]
+        except KeyError:
+            pass
         mod, _, qn = key.partition(":")
         rec = self.record(mod)
-        if rec is None:
-            return None
-        return rec["classes"].get(qn)
+        out = None if rec is None else rec["classes"].get(qn)
+        self._class_memo[key] = out
+        return out
 
     def base_keys(self, key: str) -> list[str]:
         """Resolved project bases as 'module:Class' keys; external bases as their qualified name."""
@@ -316,7 +355,12 @@ class ProjectIndex:
         return out
 
     def function(self, module: str, qn: str) -> dict | None:
+        key = (module, qn)
+        try:
+            return self._function_memo[key]
+        except KeyError:
+            pass
         rec = self.record(module)
-        if rec is None:
-            return None
-        return rec["functions"].get(qn)
+        out = None if rec is None else rec["functions"].get(qn)
+        self._function_memo[key] = out
+        return out
