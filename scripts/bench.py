@@ -64,6 +64,14 @@ def timed(cmd: list[str], cwd: Path, env: dict) -> tuple[float, int, int]:
     return wall, rss, rc
 
 
+def _load() -> float:
+    """The 1-minute load average (0 where the platform has none): the machine may be shared."""
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return 0.0
+
+
 def ruff_cmd() -> list[str]:
     exe = shutil.which("ruff")
     return [exe] if exe else [sys.executable, "-m", "ruff"]
@@ -86,6 +94,7 @@ def bench_version(version: str, runs: int, jobs: int | None, keep: bool) -> dict
         n_files = sum(1 for _ in (tree / "vllm").rglob("*.py"))
 
         cases: dict[str, list[tuple[float, int]]] = {}
+        loads: dict[str, list[float]] = {}  # the 1-minute load average after each run
 
         def run(name: str, cmd: list[str], before=None) -> None:
             for _ in range(runs):
@@ -93,6 +102,7 @@ def bench_version(version: str, runs: int, jobs: int | None, keep: bool) -> dict
                     before()
                 wall, rss, _ = timed(cmd, tree, env)
                 cases.setdefault(name, []).append((wall, rss))
+                loads.setdefault(name, []).append(_load())
 
         run("ruff cold", [*ruff, "--no-cache", "vllm"])
         timed([*ruff, "vllm"], tree, env)  # prime ruff's cache
@@ -131,7 +141,7 @@ def bench_version(version: str, runs: int, jobs: int | None, keep: bool) -> dict
 
         run("one-file root", [*rl, *cache_args, ONE_FILE], before=edit_root)
         edited.write_text(original, encoding="utf-8")
-        return {"version": version, "files": n_files, "cases": cases}
+        return {"version": version, "files": n_files, "cases": cases, "loads": loads}
     finally:
         if keep:
             print(f"kept {scratch}", file=sys.stderr)
@@ -144,9 +154,15 @@ def report(res: dict) -> str:
     med = {k: statistics.median(w for w, _ in v) for k, v in cases.items()}
     peak = {k: max(r for _, r in v) for k, v in cases.items()}
     lines = [f"vLLM {res['version']} ({res['files']} files)"]
-    lines.append(f"  {'case':<13} {'median s':>9} {'min s':>7} {'max s':>7} {'peak MiB':>9}  ratio")
+    loads = res.get("loads", {})
+    lines.append(
+        f"  {'case':<13} {'median s':>9} {'min s':>7} {'max s':>7} {'peak MiB':>9} "
+        f"{'load':>9}  ratio"
+    )
     for k, v in cases.items():
         walls = [w for w, _ in v]
+        ld = loads.get(k) or [0.0]
+        load = f"{min(ld):.1f}-{max(ld):.1f}"
         ratio = ""
         if k == "cold":
             ratio = (
@@ -164,7 +180,8 @@ def report(res: dict) -> str:
                 f"{med[k] / med['ruff warm']:.2f}x ruff (what was read changed: analysis re-run)"
             )
         lines.append(
-            f"  {k:<13} {med[k]:>9.2f} {min(walls):>7.2f} {max(walls):>7.2f} {peak[k]:>9}  {ratio}"
+            f"  {k:<13} {med[k]:>9.2f} {min(walls):>7.2f} {max(walls):>7.2f} {peak[k]:>9} "
+            f"{load:>9}  {ratio}"
         )
     return "\n".join(lines)
 
