@@ -400,19 +400,26 @@ class RecordStore:
     def put_deps_result(self, key: str, value, reads=None) -> None:
         """Keep `value` under `key` with the extraction results the analysis consumed and,
         for each record, what the analysis read of it (`reads`, index/deps.py): a later run
-        whose changed files give the same observations reuses `value`."""
+        whose changed files give the same observations reuses `value`. The observations are
+        kept once per content in the pack's `obs` table (a directory run and pre-commit's
+        runs make the same ones), the entry naming them by digest."""
         if not self.use_cache:
             return
         deps = []
+        obs = dict(self._pack.get("obs", {}))
         for rel, digest in sorted(self._consumed.items()):
             sha = self._hash.get(rel)
             if digest == "!" or sha is None:
                 return  # an input that could not be read: never reused
             rec = self._records.get(rel)
-            observed = None
+            oid = None
             if rec is not None and reads is not None:
-                observed = pickle.dumps(reads.observed(rel, rec), protocol=pickle.HIGHEST_PROTOCOL)
-            deps.append((rel, sha, digest, observed))
+                observed = reads.observed(rel, rec)
+                if observed is not None:
+                    oid = _digest(observed)
+                    obs[oid] = observed
+            deps.append((rel, sha, digest, oid))
+        self._pack["obs"] = obs
         self._keep(
             "deps", key, (tuple(deps), pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
         )
@@ -431,7 +438,7 @@ class RecordStore:
         changed = [d for d in deps if self._hash.get(d[0]) != d[1]]
         if len(changed) > MAX_DEPS_REPARSE:
             return None
-        for rel, _sha, digest, observed in changed:
+        for rel, _sha, digest, oid in changed:
             sf = self._by_rel.get(rel)
             if sf is None or rel not in self._hash or self.text(sf) is None:
                 return None
@@ -443,6 +450,7 @@ class RecordStore:
                 self.parsed += 1
             if _digest(now) == digest:
                 continue
+            observed = self._pack.get("obs", {}).get(oid) if oid is not None else None
             if observed is None or not _same_observations(now, observed):
                 return None
         return self._hit(blob)
@@ -616,6 +624,9 @@ class RecordStore:
             "results": self._pack.get("results", {}),
             "deps": self._pack.get("deps", {}),
         }
+        # the observations of the kept results, each kept once (index/deps.py)
+        named = {d[3] for deps, _ in pack["deps"].values() for d in deps}
+        pack["obs"] = {k: v for k, v in self._pack.get("obs", {}).items() if k in named}
         path = self._pack_path()
         tmp = None
         try:
@@ -637,22 +648,21 @@ class RecordStore:
 
 
 def _same_observations(blob: bytes, observed: bytes) -> bool:
-    """Whether the extraction result `blob` is a record that gives every observation in
-    `observed` (pickled {observation: digest}) as it was given when the result was kept."""
+    """Whether the extraction result `blob` is a record that gives every observation kept
+    in `observed` (index/deps.py Reads.observed) as it was given when the result was kept."""
     from reload_lint.index.deps import unchanged
 
     try:
         res = pickle.loads(blob)
-        obs = pickle.loads(observed)
     except Exception:  # a corrupt entry is a miss
         return False
     if not (isinstance(res, tuple) and len(res) == 2 and res[0] == "ok"):
         return False
-    if not isinstance(res[1], dict) or not isinstance(obs, dict):
+    if not isinstance(res[1], dict):
         return False
     try:
-        return unchanged(res[1], obs)
-    except Exception:  # a record of another shape: a miss, never a wrong hit
+        return unchanged(res[1], observed)
+    except Exception:  # a corrupt entry, a record of another shape: a miss, never a wrong hit
         return False
 
 

@@ -14,9 +14,9 @@ ask `ProjectIndex.view` for a named view instead (`VIEWS`: pure functions of the
 the view's parameters), so what they depend on is the filtered result, not the whole table:
 appending a function no root reaches changes no view and no looked-up entry.
 
-`Reads.observed(rel, raw)` turns what was read of a file into {observation: digest}, kept in the
-pack with the result; `unchanged(raw, observed)` recomputes each observation on a new record
-and compares. Digests are of `marshal` version 2 (no references, no interning flags: equal
+`Reads.observed(rel, raw)` turns what was read of a file into its observations and one digest
+of all their values, kept in the pack with the result; `unchanged(raw, observed)` recomputes
+each observation on a new record and compares. Digests are of `marshal` version 2 (no references, no interning flags: equal
 values of the same types give equal bytes; records hold only str/int/float/bool/None/bytes/
 tuple/list/dict); a value marshal cannot write gets no digest and never matches.
 """
@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import marshal
+import pickle
 
 # a record's tables: looked up by key, each lookup noted on its own
 TABLES = frozenset(
@@ -33,7 +34,7 @@ TABLES = frozenset(
 WHOLE = ("*",)  # a table (or the record) read as a whole; never a key of any table
 TOP = "^"  # observation kind: a top-level key of the record
 VIEW = "v"  # observation kind: a named view
-_ABSENT = b"absent"  # the digest of a key that is not there (digests are 12 bytes)
+_ABSENT = b"-"  # what a key that is not there reads as (a present one: b"+" and its digest)
 
 
 def digest(value) -> bytes | None:
@@ -150,12 +151,13 @@ class _Record(_Table):
 
 class Reads:
     """rel -> what the analysis read of that file's record: {TOP: keys, table: keys, VIEW:
-    (name, params)}."""
+    {(name, params): value}}."""
 
     def __init__(self):
-        self.by_rel: dict[str, dict[str, set]] = {}
+        self.by_rel: dict[str, dict] = {}
+        self._params: dict[tuple, tuple] = {}  # view parameters, one object each (pickle memo)
 
-    def _log(self, rel: str) -> dict[str, set]:
+    def _log(self, rel: str) -> dict:
         log = self.by_rel.get(rel)
         if log is None:
             log = self.by_rel[rel] = {}
@@ -177,55 +179,82 @@ class Reads:
         rec._seen = log.setdefault(TOP, set())
         return rec
 
-    def note_view(self, rel: str, name: str, params: tuple) -> None:
-        self._log(rel).setdefault(VIEW, set()).add((name, params))
+    def note_view(self, rel: str, name: str, params: tuple, value) -> None:
+        """The analysis used `value`, view `name` of `rel`'s record with `params`."""
+        params = self._params.setdefault(params, params)
+        self._log(rel).setdefault(VIEW, {})[(name, params)] = value
 
-    def note_entry(self, rel: str, table: str, key) -> set:
-        """Note one lookup of `table`; returns the table's set (hot paths add to it directly)."""
-        seen = self._log(rel).setdefault(table, set())
-        seen.add(key)
-        return seen
-
-    def observed(self, rel: str, raw: dict) -> dict:
-        """{observation: digest} of what was read of `rel`, evaluated on its record `raw`."""
-        out: dict = {}
+    def observed(self, rel: str, raw: dict) -> bytes | None:
+        """What was read of `rel` (its record `raw`) as kept with a result: the observations,
+        grouped by kind, and one digest of all their values; None when a value has no digest
+        (the file's whole extraction result must then match)."""
+        log = self.by_rel.get(rel, {})
+        h = hashlib.blake2b(digest_size=16)
+        kinds: dict = {}
         cache: dict = {}
-        for kind, keys in self.by_rel.get(rel, {}).items():
+        for kind, keys in log.items():
+            keys = tuple(keys)
             for key in keys:
-                obs = (kind, key)
-                out[obs] = _evaluate(raw, obs, cache)
-        return out
+                if kind == VIEW:  # the value the analysis used (views are pure)
+                    d = digest(log[VIEW][key])
+                    d = None if d is None else b"+" + d
+                else:
+                    d = _evaluate(raw, kind, key, cache)
+                if d is None:
+                    return None
+                h.update(d)
+            kinds[kind] = keys
+        return pickle.dumps((kinds, h.digest()), protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def _public(raw: dict) -> dict:
     return {k: v for k, v in raw.items() if not k.startswith("_")}
 
 
-def _evaluate(raw: dict, obs: tuple, cache: dict) -> bytes | None:
-    kind, key = obs
+def _present(value) -> bytes | None:
+    d = digest(value)
+    return None if d is None else b"+" + d
+
+
+def _evaluate(raw: dict, kind: str, key, cache: dict) -> bytes | None:
+    """One observation made on `raw`: b"+" and the digest of the value read, b"-" for a key
+    that is not there (a prefix-free code: the concatenation of a file's observations is
+    unambiguous), None when the value has no digest."""
     if kind == VIEW:
         name, params = key
         fn = VIEWS.get(name)
-        return None if fn is None else digest(fn(raw, cache, *params))
+        return None if fn is None else _present(fn(raw, cache, *params))
     if kind == TOP:
         if key == WHOLE:
-            return digest(_public(raw))
-        return digest(raw[key]) if key in raw and not str(key).startswith("_") else _ABSENT
+            return _present(_public(raw))
+        if isinstance(key, str) and key.startswith("_"):
+            return _ABSENT
+        return _present(raw[key]) if key in raw else _ABSENT
     table = raw.get(kind)
     if not isinstance(table, dict):
         return None
     if key == WHOLE:
-        return digest(table)
-    return digest(table[key]) if key in table else _ABSENT
+        return _present(table)
+    return _present(table[key]) if key in table else _ABSENT
 
 
-def unchanged(raw: dict, observed: dict) -> bool:
-    """Whether every observation gives on `raw` the digest it gave when it was made."""
+def observations(observed: bytes) -> dict:
+    """kind -> the keys of the observations kept in `observed` (Reads.observed)."""
+    return pickle.loads(observed)[0]
+
+
+def unchanged(raw: dict, observed: bytes) -> bool:
+    """Whether every observation kept in `observed` gives on `raw` what it gave when made."""
+    kinds, want = pickle.loads(observed)
+    h = hashlib.blake2b(digest_size=16)
     cache: dict = {}
-    for obs, dig in observed.items():
-        if dig is None or _evaluate(raw, obs, cache) != dig:
-            return False
-    return True
+    for kind, keys in kinds.items():
+        for key in keys:
+            d = _evaluate(raw, kind, key, cache)
+            if d is None:
+                return False
+            h.update(d)
+    return h.digest() == want
 
 
 # ---- views: what the analysis's enumerations of a record's tables really use -------------

@@ -89,7 +89,7 @@ class ProjectIndex:
             cache = self._view_cache.setdefault(module, {})
             value = VIEWS[name](self._raw[module], cache, *params)
             if self._reads is not None:
-                self._reads.note_view(self.module_paths[module], name, params)
+                self._reads.note_view(self.module_paths[module], name, params, value)
         self._views[key] = value
         return value
 

@@ -34,16 +34,14 @@ def capture_run(monkeypatch, run):
     return res, got["reads"], got["records"]
 
 
-def _views_hold(raw: dict, observed: dict) -> bool:
+def _views_hold(raw: dict, observed: bytes) -> bool:
     return D.unchanged(raw, observed)
 
 
-def scramble(raw: dict, observed: dict, salt: int = 0) -> tuple[dict, int]:
+def scramble(raw: dict, observed: bytes, salt: int = 0) -> tuple[dict, int]:
     """A copy of `raw` changed wherever no observation looks, and the number of changes kept."""
     rec = copy.deepcopy({k: v for k, v in raw.items() if not k.startswith("_")})
-    seen: dict[str, set] = {}
-    for kind, key in observed:
-        seen.setdefault(kind, set()).add(key)
+    seen = {kind: set(keys) for kind, keys in D.observations(observed).items()}
     kept = 0
     fresh = f"zz_scrambled_{salt}"
 
@@ -103,6 +101,7 @@ def scrambled_records(reads, records: dict, salt: int = 0) -> tuple[dict, int]:
     total = 0
     for rel, raw in records.items():
         observed = reads.observed(rel, raw)
+        assert observed is not None, rel
         rec, kept = scramble(raw, observed, salt)
         assert D.unchanged(rec, observed)
         out[rel] = rec
