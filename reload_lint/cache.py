@@ -47,6 +47,7 @@ MAX_FILE_BYTES = 8 * 1024 * 1024
 RACY_NS = 2_000_000_000  # rows this close to the pack's write time are re-hashed
 KEEP_RESULTS = 8  # whole-run results kept per tree (e.g. a few --select variants)
 MAX_DEPS_REPARSE = 8  # changed files re-parsed to test a consumed-input result before giving up
+STATES_PER_KEY = 3  # analysed states kept per consumed-input key (an edit undone finds its own)
 
 
 def default_cache_dir() -> Path:
@@ -420,9 +421,12 @@ class RecordStore:
                     obs[oid] = observed
             deps.append((rel, sha, digest, oid))
         self._pack["obs"] = obs
-        self._keep(
-            "deps", key, (tuple(deps), pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
-        )
+        entry = (tuple(deps), pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+        # the last few analysed states under this key, newest first: after a relevant edit
+        # and its undo (a whole-run hit, which analyses nothing), the next edit still finds
+        # the state it was made on
+        older = [e for e in self._pack.get("deps", {}).get(key, ()) if e[0] != entry[0]]
+        self._keep("deps", key, (entry, *older[: STATES_PER_KEY - 1]))
 
     def get_deps_result(self, key: str):
         """The value kept under `key` if every consumed file's extraction result is the same
@@ -431,17 +435,22 @@ class RecordStore:
         the pack for the analysis if this misses)."""
         if not self.use_cache:
             return None
-        entry = self._pack.get("deps", {}).get(key)
-        if entry is None:
-            return None
-        deps, blob = entry
+        for deps, blob in self._pack.get("deps", {}).get(key, ()):
+            if self._state_holds(deps):
+                return self._hit(blob)
+        return None
+
+    def _state_holds(self, deps) -> bool:
+        """Whether the analysed state `deps` still describes what the analysis would read:
+        each file whose hash changed gives the same extraction result or the same
+        observations."""
         changed = [d for d in deps if self._hash.get(d[0]) != d[1]]
         if len(changed) > MAX_DEPS_REPARSE:
-            return None
+            return False
         for rel, _sha, digest, oid in changed:
             sf = self._by_rel.get(rel)
             if sf is None or rel not in self._hash or self.text(sf) is None:
-                return None
+                return False
             now = self._blobs.get(self._key(sf))
             if now is None:
                 now = _extract_blob_job((self.texts[rel], sf.module, sf.is_package))
@@ -452,8 +461,8 @@ class RecordStore:
                 continue
             observed = self._pack.get("obs", {}).get(oid) if oid is not None else None
             if observed is None or not _same_observations(now, observed):
-                return None
-        return self._hit(blob)
+                return False
+        return True
 
     # ---- records -------------------------------------------------------------------
     def _key(self, sf: SourceFile) -> str:
@@ -625,7 +634,7 @@ class RecordStore:
             "deps": self._pack.get("deps", {}),
         }
         # the observations of the kept results, each kept once (index/deps.py)
-        named = {d[3] for deps, _ in pack["deps"].values() for d in deps}
+        named = {d[3] for states in pack["deps"].values() for deps, _ in states for d in deps}
         pack["obs"] = {k: v for k, v in self._pack.get("obs", {}).items() if k in named}
         path = self._pack_path()
         tmp = None

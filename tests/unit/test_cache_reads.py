@@ -361,6 +361,28 @@ def test_edits_in_a_row_never_give_a_stale_result(tmp_path, analyses):
         assert _json(_run(root, cache, rel)) == _json(_run(root, None, rel))
 
 
+def test_an_undone_edit_finds_the_state_it_was_made_on(tmp_path, analyses):
+    """Relevant edit, undo (a whole-run hit), then an edit nothing reads: the result kept for
+    the original state is reused, not re-analysed against the undone one."""
+    root, cache = tmp_path / "src", tmp_path / "cache"
+    _tree(root)
+    rel = "pkg/a.py"
+    a = root / "pkg" / "a.py"
+    original = a.read_text()
+    before = _json(_run(root, cache, rel))
+    _, _, old, new = RELEVANT["root body"]
+    _edit(a, old, new)
+    _run(root, cache, rel)
+    assert analyses[0] == 2
+    _edit(a, new, old)
+    assert a.read_text() == original
+    assert _json(_run(root, cache, rel)) == before
+    _edit(a, "\n", APPENDED)
+    res = _run(root, cache, rel)
+    assert analyses[0] == 2, "the analysis ran"
+    assert _json(res) == before == _json(_run(root, None, rel))
+
+
 def test_a_table_enumerated_as_a_whole_is_read_whole(tmp_path):
     """A record's table iterated outside the named views counts as read entirely."""
     from reload_lint.index.deps import WHOLE, Reads
