@@ -407,7 +407,7 @@ class RecordStore:
         if not self.use_cache:
             return
         deps = []
-        obs = dict(self._pack.get("obs", {}))
+        obs = dict(self._obs())
         for rel, digest in sorted(self._consumed.items()):
             sha = self._hash.get(rel)
             if digest == "!" or sha is None:
@@ -425,8 +425,30 @@ class RecordStore:
         # the last few analysed states under this key, newest first: after a relevant edit
         # and its undo (a whole-run hit, which analyses nothing), the next edit still finds
         # the state it was made on
-        older = [e for e in self._pack.get("deps", {}).get(key, ()) if e[0] != entry[0]]
+        older = [e for e in self._states(key) if e[0] != entry[0]]
         self._keep("deps", key, (entry, *older[: STATES_PER_KEY - 1]))
+
+    def _obs(self) -> dict:
+        """observations id -> what the analysis read of a file (index/deps.py), pickled."""
+        obs = self._pack.get("obs", {})
+        return obs if isinstance(obs, dict) else {}
+
+    def _states(self, key: str) -> list[tuple]:
+        """The analysed states kept under `key`, newest first: (deps, pickled value), each
+        dep (rel, sha256, extraction digest, observations id). An entry of another shape (a
+        corrupt or foreign pack) is left out: a miss, never an error."""
+        states = self._pack.get("deps", {}).get(key, ())
+        if not isinstance(states, tuple):
+            return []
+        return [
+            st
+            for st in states
+            if isinstance(st, tuple)
+            and len(st) == 2
+            and isinstance(st[0], tuple)
+            and isinstance(st[1], bytes)
+            and all(isinstance(d, tuple) and len(d) == 4 for d in st[0])
+        ]
 
     def get_deps_result(self, key: str):
         """The value kept under `key` if every consumed file's extraction result is the same
@@ -435,7 +457,7 @@ class RecordStore:
         the pack for the analysis if this misses)."""
         if not self.use_cache:
             return None
-        for deps, blob in self._pack.get("deps", {}).get(key, ()):
+        for deps, blob in self._states(key):
             if self._state_holds(deps):
                 return self._hit(blob)
         return None
@@ -459,7 +481,7 @@ class RecordStore:
                 self.parsed += 1
             if _digest(now) == digest:
                 continue
-            observed = self._pack.get("obs", {}).get(oid) if oid is not None else None
+            observed = self._obs().get(oid) if oid is not None else None
             if observed is None or not _same_observations(now, observed):
                 return False
         return True
@@ -631,11 +653,11 @@ class RecordStore:
             "files": rows,
             "records": {k: v for k, v in self._blobs.items() if k.split("\x1f", 1)[0] in live},
             "results": self._pack.get("results", {}),
-            "deps": self._pack.get("deps", {}),
+            "deps": {k: tuple(self._states(k)) for k in self._pack.get("deps", {})},
         }
         # the observations of the kept results, each kept once (index/deps.py)
         named = {d[3] for states in pack["deps"].values() for deps, _ in states for d in deps}
-        pack["obs"] = {k: v for k, v in self._pack.get("obs", {}).items() if k in named}
+        pack["obs"] = {k: v for k, v in self._obs().items() if k in named}
         path = self._pack_path()
         tmp = None
         try:

@@ -383,6 +383,32 @@ def test_an_undone_edit_finds_the_state_it_was_made_on(tmp_path, analyses):
     assert _json(res) == before == _json(_run(root, None, rel))
 
 
+def test_kept_states_of_another_shape_are_a_miss(tmp_path, analyses):
+    """A pack whose kept states (or observations) have another shape (an older layout, a
+    corrupt write) analyses again: never an error, never a reused result."""
+    import pickle
+
+    root, cache = tmp_path / "src", tmp_path / "cache"
+    _tree(root)
+    rel = "pkg/a.py"
+    _run(root, cache, rel)
+    (pack_path,) = (cache / "packs").glob("*.pack")
+    for mangle in (
+        lambda st: st[0],  # one state, not a tuple of them
+        lambda st: (tuple(d[:3] for d in st[0][0]), st[0][1]),  # deps without observations
+        lambda st: ((st[0][0], "not bytes"),),
+    ):
+        pack = pickle.loads(pack_path.read_bytes())
+        pack["deps"] = {k: mangle(v) for k, v in pack["deps"].items()}
+        pack["obs"] = ["not", "a", "dict"]
+        pack_path.write_bytes(pickle.dumps(pack))
+        n = analyses[0]
+        _edit(root / "pkg" / "a.py", "\n", APPENDED.replace("_an_edit", f"_edit_{n}"))
+        res = _run(root, cache, rel)
+        assert analyses[0] == n + 1
+        assert _json(res) == _json(_run(root, None, rel))
+
+
 def test_a_table_enumerated_as_a_whole_is_read_whole(tmp_path):
     """A record's table iterated outside the named views counts as read entirely."""
     from reload_lint.index.deps import WHOLE, Reads
