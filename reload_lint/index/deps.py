@@ -308,17 +308,15 @@ def _v_named(rec, cache, names):
 
 
 def _v_flag_tests(rec, cache):
-    """The state flags (attribute names) some function of the module tests, sorted."""
-    return tuple(
-        sorted(
-            {
-                st[5]
-                for g in rec["functions"].values()
-                for st in g["body"]
-                if st[0] in ("flagon", "flagexit")
-            }
-        )
-    )
+    """The state flags (attribute names) some function of the module tests, sorted (the
+    analysis uses them as a set)."""
+    tested = {
+        st[5]
+        for g in rec["functions"].values()
+        for st in g["body"]
+        if st[0] in ("flagon", "flagexit")
+    }
+    return tuple(sorted(tested, key=repr))
 
 
 def _v_readers(rec, cache, attr, skip):
