@@ -169,17 +169,17 @@ class ExprMixin:
             return (V.SCAL,)
         if name == "None":
             return (V.NON,)
-        rec = self.index.record(fr.module)
-        if rec is not None:
-            if name in rec["functions"]:
+        bound = self.index.module_name(fr.module, name)
+        if bound is not None:
+            kind, what = bound
+            if kind == "func":
                 return (AV(V.FUNC, value=f"{fr.module}:{name}"),)
-            if name in rec["classes"]:
+            if kind == "class":
                 return (AV(V.CLS, cls=f"{fr.module}:{name}"),)
-            if name in rec["imports"]:
-                return (AV(V.REF, value=rec["imports"][name]),)
-            g = rec["globals"].get(name)
-            if g is not None and g[0] in ("n", "a"):
-                d = dotted(g)
+            if kind == "import":
+                return (AV(V.REF, value=what),)
+            if kind == "global" and what is not None and what[0] in ("n", "a"):
+                d = dotted(what)
                 if d and d != name:
                     return (AV(V.REF, value=self.index.qualify_external(fr.module, d)),)
         if fr.func.get("parent"):

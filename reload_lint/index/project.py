@@ -21,6 +21,7 @@ TORCH_MODULE_BASES = {
     "torch.nn.Conv2d",
 }
 TORCH_PARAMETER = {"torch.nn.Parameter", "torch.nn.parameter.Parameter"}
+_NONE = object()  # a memo miss (None is a value)
 
 
 class ProjectIndex:
@@ -59,6 +60,7 @@ class ProjectIndex:
         self._split_memo: dict[str, tuple[str, str] | None] = {}
         self._resolve_memo: dict[tuple[str, int], tuple[str, str, str] | None] = {}
         self._qualify_memo: dict[tuple[str, str], str | None] = {}
+        self._name_memo: dict[tuple[str, str], tuple[str, object] | None] = {}
         self._class_memo: dict[str, dict | None] = {}
         self._function_memo: dict[tuple[str, str], dict | None] = {}
 
@@ -78,10 +80,9 @@ class ProjectIndex:
         would enumerate a record's tables asks for the view instead, so what it depends on is
         what the view returns, not every entry of the table."""
         key = (module, name, params)
-        try:
-            return self._views[key]
-        except KeyError:
-            pass
+        value = self._views.get(key, _NONE)
+        if value is not _NONE:
+            return value
         value = None
         if self.record(module) is not None:
             from reload_lint.index.deps import VIEWS
@@ -182,6 +183,30 @@ class ProjectIndex:
             if r:
                 return r
         return None
+
+    def module_name(self, module: str, name: str) -> tuple[str, object] | None:
+        """What a simple name is bound to at the top of `module`, looked up as Python would
+        find it there: ("func", None), ("class", None), ("import", target) or ("global",
+        its value expression, None when it has none); None without a record. Memoised: the
+        analysis asks this for every free name it evaluates."""
+        key = (module, name)
+        try:
+            return self._name_memo[key]
+        except KeyError:
+            pass
+        rec = self.record(module)
+        out: tuple[str, object] | None = None
+        if rec is not None:
+            if name in rec["functions"]:
+                out = ("func", None)
+            elif name in rec["classes"]:
+                out = ("class", None)
+            elif name in rec["imports"]:
+                out = ("import", rec["imports"][name])
+            else:
+                out = ("global", rec["globals"].get(name))
+        self._name_memo[key] = out
+        return out
 
     def qualify(self, module: str, name: str) -> str | None:
         """Qualified spelling of a dotted local name as seen from `module` (memoised)."""
