@@ -24,3 +24,22 @@ def check_files(
     write_files(root, files)
     cfg = config or (Config(contract=contract) if contract else Config())
     return run_check([root], cfg, base_dir=root, use_cache=False)
+
+
+def precommit_run(root: Path, cache: Path | None, rel: str = "pkg/a.py"):
+    """pre-commit's call: the project under ROOT/pkg indexed, the file REL reported."""
+    return run_check(
+        [root / "pkg"],
+        Config(),
+        base_dir=root,
+        use_cache=cache is not None,
+        cache_dir=cache,
+        only_paths={rel},
+    )
+
+
+def findings_json(res) -> str:
+    """A run's findings and errors as `--format json` prints them."""
+    from reload_lint.render.json_ import render_json
+
+    return render_json(res.findings, res.errors, files=res.files_scanned)

@@ -8,11 +8,9 @@ import os
 from pathlib import Path
 
 import pytest
+from _engine_util import findings_json, precommit_run
 
 from reload_lint import engine
-from reload_lint.config import Config
-from reload_lint.engine import run_check
-from reload_lint.render.json_ import render_json
 
 # root (pkg/a.py) -> b.outer -> c.middle -> d.inner: the allocation is three calls away
 A_PY = """\
@@ -79,22 +77,6 @@ def _tree(root: Path, d_text: str = D_PARAM) -> None:
         os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns - 60_000_000_000))
 
 
-def _one_file(root: Path, cache: Path | None, rel: str = "pkg/a.py"):
-    """pre-commit's call: the whole project indexed, one file reported."""
-    return run_check(
-        [root / "pkg"],
-        Config(),
-        base_dir=root,
-        use_cache=cache is not None,
-        cache_dir=cache,
-        only_paths={rel},
-    )
-
-
-def _json(res) -> str:
-    return render_json(res.findings, res.errors, files=res.files_scanned)
-
-
 def _edit(path: Path, text: str) -> None:
     path.write_text(text)
     st = path.stat()  # a distinct mtime even on coarse clocks
@@ -117,55 +99,55 @@ def no_analysis(monkeypatch):
 def test_helper_three_calls_away_changes_the_one_file_result(tmp_path):
     root, cache = tmp_path / "src", tmp_path / "cache"
     _tree(root)
-    assert _one_file(root, cache).findings == []
+    assert precommit_run(root, cache).findings == []
     d = root / "pkg" / "d.py"
     for text, expected in ((D_FRESH, ["RL101"]), (D_PARAM, []), (D_FRESH, ["RL101"])):
         _edit(d, text)
-        res = _one_file(root, cache)
+        res = precommit_run(root, cache)
         assert [f.rule for f in res.findings] == expected
         assert all(f.path == "pkg/a.py" for f in res.findings)
-        assert _json(res) == _json(_one_file(root, None))
+        assert findings_json(res) == findings_json(precommit_run(root, None))
 
 
 def test_comment_in_a_consumed_helper_reuses_the_result(tmp_path, no_analysis):
     root, cache = tmp_path / "src", tmp_path / "cache"
     _tree(root, D_FRESH)
-    before = _json(_one_file(root, cache))
+    before = findings_json(precommit_run(root, cache))
     no_analysis()
     _edit(root / "pkg" / "d.py", D_FRESH + "\n# a note, no code\n")
-    res = _one_file(root, cache)
+    res = precommit_run(root, cache)
     assert res.files_parsed == 1  # only d.py, to see its record is unchanged
-    assert _json(res) == before
-    assert _one_file(root, cache).files_parsed == 0  # and now a plain warm hit
+    assert findings_json(res) == before
+    assert precommit_run(root, cache).files_parsed == 0  # and now a plain warm hit
 
 
 def test_edit_to_a_file_the_analysis_never_reads_reparses_nothing(tmp_path, no_analysis):
     root, cache = tmp_path / "src", tmp_path / "cache"
     _tree(root, D_FRESH)
-    before = _json(_one_file(root, cache))
+    before = findings_json(precommit_run(root, cache))
     no_analysis()
     _edit(root / "pkg" / "unrelated.py", UNRELATED + "\n\ndef more():\n    return 2\n")
-    res = _one_file(root, cache)
+    res = precommit_run(root, cache)
     assert res.files_parsed == 0
-    assert _json(res) == before
+    assert findings_json(res) == before
 
 
 def test_edit_that_moves_lines_in_a_consumed_file_reruns(tmp_path):
     root, cache = tmp_path / "src", tmp_path / "cache"
     _tree(root, D_FRESH)
-    first = _one_file(root, cache)
+    first = precommit_run(root, cache)
     assert [f.line for f in first.findings] == [8]
     _edit(root / "pkg" / "a.py", "# a new first line\n" + A_PY)
-    res = _one_file(root, cache)
+    res = precommit_run(root, cache)
     assert [f.line for f in res.findings] == [9]
-    assert _json(res) == _json(_one_file(root, None))
+    assert findings_json(res) == findings_json(precommit_run(root, None))
 
 
 def test_text_facts_are_part_of_the_key(tmp_path):
     """A file that starts to mention a root name becomes a seed: never a reused result."""
     root, cache = tmp_path / "src", tmp_path / "cache"
     _tree(root, D_FRESH)
-    _one_file(root, cache)
+    precommit_run(root, cache)
     extra = (
         "import torch\n\n\nclass Other:\n"
         "    def process_weights_after_loading(self, layer):\n"
@@ -173,9 +155,9 @@ def test_text_facts_are_part_of_the_key(tmp_path):
         "    def apply(self, layer, x):\n        return x + layer.y\n"
     )
     _edit(root / "pkg" / "unrelated.py", extra)
-    res = _one_file(root, cache, "pkg/unrelated.py")
+    res = precommit_run(root, cache, "pkg/unrelated.py")
     assert [f.rule for f in res.findings] == ["RL101"]
-    assert _json(res) == _json(_one_file(root, None, "pkg/unrelated.py"))
+    assert findings_json(res) == findings_json(precommit_run(root, None, "pkg/unrelated.py"))
 
 
 def test_snippets_follow_the_current_text(tmp_path):
@@ -183,10 +165,10 @@ def test_snippets_follow_the_current_text(tmp_path):
     is reused, with the snippet read from the edited text."""
     root, cache = tmp_path / "src", tmp_path / "cache"
     _tree(root, D_FRESH)
-    _one_file(root, cache)
+    precommit_run(root, cache)
     a = root / "pkg" / "a.py"
     _edit(a, A_PY.replace("outer(layer.weight)\n", "outer(layer.weight)  # why\n"))
-    res = _one_file(root, cache)
+    res = precommit_run(root, cache)
     assert res.files_parsed == 1
     assert [f.snippet for f in res.findings] == ["layer.x = outer(layer.weight)  # why"]
-    assert [f.snippet for f in _one_file(root, None).findings] == [res.findings[0].snippet]
+    assert [f.snippet for f in precommit_run(root, None).findings] == [res.findings[0].snippet]

@@ -11,12 +11,12 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from _engine_util import findings_json, precommit_run
 from _reads_util import assert_reads_complete
 
 from reload_lint import engine
 from reload_lint.config import Config
 from reload_lint.engine import run_check
-from reload_lint.render.json_ import render_json
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
@@ -193,22 +193,6 @@ def _tree(root: Path) -> None:
         os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns - 60_000_000_000))
 
 
-def _run(root: Path, cache: Path | None, rel: str):
-    """pre-commit's call: the whole project indexed, one file reported."""
-    return run_check(
-        [root / "pkg"],
-        Config(),
-        base_dir=root,
-        use_cache=cache is not None,
-        cache_dir=cache,
-        only_paths={rel},
-    )
-
-
-def _json(res) -> str:
-    return render_json(res.findings, res.errors, files=res.files_scanned)
-
-
 def _rows(res) -> list[tuple]:
     return [(f.rule, f.target, f.line, tuple(f.backends or ())) for f in res.findings]
 
@@ -303,13 +287,13 @@ def test_an_edit_the_analysis_reads_gives_the_full_result(tmp_path, case, analys
     edited, reported, old, new = RELEVANT[case]
     root, cache = tmp_path / "src", tmp_path / "cache"
     _tree(root)
-    before = _run(root, cache, reported)
+    before = precommit_run(root, cache, reported)
     assert analyses[0] == 1
     _edit(root / edited, old, new)
-    res = _run(root, cache, reported)
-    plain = _run(root, None, reported)
+    res = precommit_run(root, cache, reported)
+    plain = precommit_run(root, None, reported)
     assert _rows(plain) != _rows(before), "the edit must change the result"
-    assert _json(res) == _json(plain)
+    assert findings_json(res) == findings_json(plain)
     assert analyses[0] == 3  # the cached run analysed again (and so did the plain one)
 
 
@@ -318,12 +302,12 @@ def test_registered_name_edit_decides_the_finding(tmp_path):
     root, cache = tmp_path / "src", tmp_path / "cache"
     _tree(root)
     rel = "pkg/reg.py"
-    assert [f.rule for f in _run(root, cache, rel).findings] == ["RL107"]
+    assert [f.rule for f in precommit_run(root, cache, rel).findings] == ["RL107"]
     for old, new, rules in (('"w", torch', '"w2", torch', []), ('"w2"', '"w"', ["RL107"])):
         _edit(root / rel, old, new)
-        res = _run(root, cache, rel)
+        res = precommit_run(root, cache, rel)
         assert [f.rule for f in res.findings] == rules
-        assert _json(res) == _json(_run(root, None, rel))
+        assert findings_json(res) == findings_json(precommit_run(root, None, rel))
 
 
 @pytest.mark.parametrize("edited", ["pkg/a.py", "pkg/b.py", "pkg/subs.py", "pkg/oracle.py"])
@@ -332,14 +316,14 @@ def test_a_function_nothing_reads_reuses_the_result(tmp_path, edited, analyses):
     root, cache = tmp_path / "src", tmp_path / "cache"
     _tree(root)
     rel = "pkg/a.py"
-    before = _json(_run(root, cache, rel))
-    _run(root, cache, "pkg/methods.py")  # the oracle file is read by this root's run
+    before = findings_json(precommit_run(root, cache, rel))
+    precommit_run(root, cache, "pkg/methods.py")  # the oracle file is read by this root's run
     n = analyses[0]
     _edit(root / edited, "\n", APPENDED)
-    res = _run(root, cache, rel)
+    res = precommit_run(root, cache, rel)
     assert analyses[0] == n, "the analysis ran"
     assert res.files_parsed == 1  # the edited file, to compare what was read of it
-    assert _json(res) == before == _json(_run(root, None, rel))
+    assert findings_json(res) == before == findings_json(precommit_run(root, None, rel))
 
 
 def test_edits_in_a_row_never_give_a_stale_result(tmp_path, analyses):
@@ -347,7 +331,7 @@ def test_edits_in_a_row_never_give_a_stale_result(tmp_path, analyses):
     root, cache = tmp_path / "src", tmp_path / "cache"
     _tree(root)
     rel = "pkg/a.py"
-    _run(root, cache, rel)
+    precommit_run(root, cache, rel)
     a = root / "pkg" / "a.py"
     _, _, old, new = RELEVANT["root body"]
     steps = [
@@ -358,7 +342,9 @@ def test_edits_in_a_row_never_give_a_stale_result(tmp_path, analyses):
     ]
     for step in steps:
         step()
-        assert _json(_run(root, cache, rel)) == _json(_run(root, None, rel))
+        assert findings_json(precommit_run(root, cache, rel)) == findings_json(
+            precommit_run(root, None, rel)
+        )
 
 
 def test_an_undone_edit_finds_the_state_it_was_made_on(tmp_path, analyses):
@@ -369,18 +355,18 @@ def test_an_undone_edit_finds_the_state_it_was_made_on(tmp_path, analyses):
     rel = "pkg/a.py"
     a = root / "pkg" / "a.py"
     original = a.read_text()
-    before = _json(_run(root, cache, rel))
+    before = findings_json(precommit_run(root, cache, rel))
     _, _, old, new = RELEVANT["root body"]
     _edit(a, old, new)
-    _run(root, cache, rel)
+    precommit_run(root, cache, rel)
     assert analyses[0] == 2
     _edit(a, new, old)
     assert a.read_text() == original
-    assert _json(_run(root, cache, rel)) == before
+    assert findings_json(precommit_run(root, cache, rel)) == before
     _edit(a, "\n", APPENDED)
-    res = _run(root, cache, rel)
+    res = precommit_run(root, cache, rel)
     assert analyses[0] == 2, "the analysis ran"
-    assert _json(res) == before == _json(_run(root, None, rel))
+    assert findings_json(res) == before == findings_json(precommit_run(root, None, rel))
 
 
 def test_kept_states_of_another_shape_are_a_miss(tmp_path, analyses):
@@ -391,7 +377,7 @@ def test_kept_states_of_another_shape_are_a_miss(tmp_path, analyses):
     root, cache = tmp_path / "src", tmp_path / "cache"
     _tree(root)
     rel = "pkg/a.py"
-    _run(root, cache, rel)
+    precommit_run(root, cache, rel)
     (pack_path,) = (cache / "packs").glob("*.pack")
     for mangle in (
         lambda st: st[0],  # one state, not a tuple of them
@@ -404,9 +390,9 @@ def test_kept_states_of_another_shape_are_a_miss(tmp_path, analyses):
         pack_path.write_bytes(pickle.dumps(pack))
         n = analyses[0]
         _edit(root / "pkg" / "a.py", "\n", APPENDED.replace("_an_edit", f"_edit_{n}"))
-        res = _run(root, cache, rel)
+        res = precommit_run(root, cache, rel)
         assert analyses[0] == n + 1
-        assert _json(res) == _json(_run(root, None, rel))
+        assert findings_json(res) == findings_json(precommit_run(root, None, rel))
 
 
 def test_a_table_enumerated_as_a_whole_is_read_whole(tmp_path):
@@ -448,6 +434,6 @@ def test_this_tree_reads_only_what_is_noted(tmp_path, monkeypatch):
     for rel in ("pkg/a.py", "pkg/kern.py", "pkg/methods.py", "pkg/reg.py"):
         assert_reads_complete(
             monkeypatch,
-            lambda rel=rel: _run(root, tmp_path / f"c-{rel.replace('/', '-')}", rel),
-            lambda rel=rel: _run(root, None, rel),
+            lambda rel=rel: precommit_run(root, tmp_path / f"c-{rel.replace('/', '-')}", rel),
+            lambda rel=rel: precommit_run(root, None, rel),
         )
