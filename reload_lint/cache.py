@@ -88,7 +88,13 @@ def tool_fingerprint() -> str:
     if "tool" not in _FINGERPRINTS:
         h = hashlib.sha256(extractor_fingerprint().encode())
         here = Path(__file__).resolve().parent
-        for dirpath, dirnames, filenames in os.walk(here):
+        from reload_lint.rules import data_dir
+
+        # the package, and the top-level catalog and allowlists where they live outside it
+        tops = [here] + [
+            d for d in (data_dir("rules"), data_dir("allowlists")) if here not in d.parents
+        ]
+        for dirpath, dirnames, filenames in (w for top in tops for w in os.walk(top)):
             dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
             for name in sorted(filenames):
                 if name.endswith((".py", ".toml", ".json", ".md", ".j2")):

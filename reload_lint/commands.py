@@ -202,10 +202,10 @@ def _config_dir(cfg: Config) -> Path:
 
 
 def bundled_allowlist(package: str) -> Path | None:
-    """reload_lint/data/allowlists/<package>.toml (package data, shipped in the wheel)."""
-    from reload_lint.rules import DATA_DIR
+    """allowlists/<package>.toml (the top-level folder; package data in the wheel)."""
+    from reload_lint.rules import data_dir
 
-    p = DATA_DIR / "allowlists" / f"{package}.toml"
+    p = data_dir("allowlists") / f"{package}.toml"
     return p if p.is_file() else None
 
 

@@ -1,5 +1,5 @@
 """The rule registry: codes, names, default severity. Docs and examples live in the catalog,
-reload_lint/data/rules/*.md."""
+rules/*.md (the top-level catalog folder)."""
 
 from __future__ import annotations
 
@@ -152,10 +152,24 @@ def selected(code: str, select: list[str], ignore: list[str]) -> bool:
     return not (i >= 0 and i >= s)
 
 
-DATA_DIR = Path(__file__).resolve().parent / "data"
+PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+def data_dir(name: str) -> Path:
+    """One lookup for the project's top-level data folders, `rules/` (the catalog) and
+    `allowlists/` (justified exceptions per audited codebase), wherever reload-lint runs from.
+
+    A built wheel carries them as package data under `reload_lint/_data/<name>/` (setup.py's
+    build step copies them there); a source checkout and an editable install read the folders
+    themselves, beside the package. The wheel's copy wins, so an installed wheel never reads a
+    stray `rules/` that happens to sit next to site-packages."""
+    bundled = PACKAGE_DIR / "_data" / name
+    if bundled.is_dir():
+        return bundled
+    return PACKAGE_DIR.parent / name
 
 
 def catalog_dir() -> Path:
-    """The rule catalog, reload_lint/data/rules/: package data, so a source checkout, an
-    editable install and an installed wheel all find it at the same place."""
-    return DATA_DIR / "rules"
+    """The rule catalog: `rules/` at the top of the source tree, `reload_lint/_data/rules/`
+    in a wheel (see data_dir)."""
+    return data_dir("rules")

@@ -8,7 +8,7 @@ The reason after `--` is mandatory. A comment applies to the statement it trails
 the reported span) or, when it stands alone, to the next code line below its comment block.
 A malformed comment is an RL904 finding; a well-formed one that matched nothing is RL905.
 
-Allowlists (TOML files; bundled ones in reload_lint/data/allowlists/) accept sites in a codebase without touching its sources; each
+Allowlists (TOML files; bundled ones in allowlists/) accept sites in a codebase without touching its sources; each
 entry has a reason and a link and matches by fingerprint or by path + symbol + target.
 
 Baseline ("fix later") lives in baseline.py: a different thing on purpose.

@@ -1,7 +1,7 @@
 """SARIF 2.1.0 for code-scanning uploads (GitHub, Azure DevOps, VS Code SARIF viewer).
 
 Every rule of the registry is listed under `tool.driver.rules` (stable `ruleIndex`), with its
-help taken from the rule catalog (reload_lint/data/rules/) when it has a page. Every result carries
+help taken from the rule catalog (rules/) when it has a page. Every result carries
 `partialFingerprints` (the line-free fingerprint), the trace as a `codeFlow`, and, when it was
 suppressed inline or by an allowlist and `--show-suppressed` asked for it, a `suppressions`
 entry. Per-file errors become tool execution notifications. Paths are relative to

@@ -6,14 +6,14 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from reload_lint.rules import DATA_DIR
+from reload_lint.rules import data_dir
 from reload_lint.suppress import load_allowlist
 
 
 def accepted_rl101_site() -> tuple[str, str, str]:
     """(path, class, attribute) of the first RL101 entry of the bundled vLLM allowlist that
     names a `Class.process_weights_after_loading` storing `layer.<attr>`."""
-    for e in load_allowlist(DATA_DIR / "allowlists" / "vllm.toml"):
+    for e in load_allowlist(data_dir("allowlists") / "vllm.toml"):
         m = re.fullmatch(r"(\w+)\.process_weights_after_loading", e.symbol or "")
         t = re.fullmatch(r"layer\.(\w+)", e.target or "")
         if e.rule == "RL101" and m and t and e.path:

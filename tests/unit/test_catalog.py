@@ -1,4 +1,4 @@
-"""The rule catalog (reload_lint/data/rules/*.md) agrees with the registry and is complete."""
+"""The rule catalog (rules/*.md) agrees with the registry and is complete."""
 
 from __future__ import annotations
 

@@ -91,9 +91,9 @@ def test_unreadable_allowlist(tmp_path):
 
 
 def test_shipped_allowlists_parse():
-    from reload_lint.rules import DATA_DIR
+    from reload_lint.rules import data_dir
 
-    files = sorted((DATA_DIR / "allowlists").glob("*.toml"))
+    files = sorted((data_dir("allowlists")).glob("*.toml"))
     assert files, "no bundled allowlist found"
     for p in files:
         entries = load_allowlist(p)

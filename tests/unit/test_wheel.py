@@ -48,8 +48,10 @@ def installed(tmp_path_factory) -> Path:
     tmp = tmp_path_factory.mktemp("wheel")
     src = tmp / "src"
     src.mkdir()
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "setup.py", "README.md"):
         shutil.copy2(REPO / name, src / name)
+    for name in ("rules", "allowlists"):  # top-level data folders, copied into the wheel
+        shutil.copytree(REPO / name, src / name)
     shutil.copytree(
         REPO / "reload_lint", src / "reload_lint", ignore=shutil.ignore_patterns("__pycache__")
     )
@@ -71,8 +73,8 @@ def installed(tmp_path_factory) -> Path:
     (wheel,) = dist.glob("reload_lint-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     for code in RULES:
-        assert f"reload_lint/data/rules/{code}.md" in names, f"{code} page not in the wheel"
-    assert "reload_lint/data/allowlists/vllm.toml" in names
+        assert f"reload_lint/_data/rules/{code}.md" in names, f"{code} page not in the wheel"
+    assert "reload_lint/_data/allowlists/vllm.toml" in names
     venv = tmp / "venv"
     # No pip inside the venv (no ensurepip needed): this pip installs into it with --python.
     _run([sys.executable, "-m", "venv", "--without-pip", venv], tmp)
