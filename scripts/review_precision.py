@@ -34,7 +34,12 @@ With `--sources ROOT` (the unpacked release the cites refer to) every cite is ch
 must exist under ROOT and have that line; bad cites are listed and, with `--check`, fail the run.
 
 Precision is real / (real + safe): `masked` counts as real (the storage does move) in the
-headline number and is also shown excluded; `unsure` is left out of both.
+headline number and is also shown excluded; `unsure` is left out of both. It is also given per
+confidence and over the gate-failing findings (those whose `reader` field names a read).
+
+Optional per-label fields: `class` (which class of safe finding, free text whose first word is
+shown in the table) and `duplicate_of` (the fingerprint of another finding that reports the
+same storage); both are counted in the summary.
 """
 
 from __future__ import annotations
@@ -77,6 +82,8 @@ class Label:
     confidence: str = ""
     cause: str = ""
     index: int = 0
+    klass: str = ""  # `class` in the file: which class of safe finding (free text)
+    duplicate_of: str = ""  # fingerprint of the finding that reports the same storage
 
     @property
     def site(self) -> tuple[str, str, str, str]:
@@ -146,6 +153,8 @@ def load_review(path: str) -> Review:
                 confidence=e.get("confidence", ""),
                 cause=e.get("cause", ""),
                 index=i,
+                klass=str(e.get("class", "")),
+                duplicate_of=str(e.get("duplicate_of", "")),
             )
         )
     if review.sample is not None:
@@ -247,15 +256,20 @@ def ratio(num: int, den: int) -> str:
 
 
 def precision(matches: list[Match]) -> dict[str, str]:
+    """Headline ratios. `gate` is over the findings that fail the gate: those whose `reader`
+    field (schema 1.1) names an apply-time read."""
     c = Counter(m.label.label for m in matches if m.label)
     hi = Counter(
         m.label.label for m in matches if m.label and m.finding.get("confidence") == "high"
     )
+    gate = Counter(m.label.label for m in matches if m.label and m.finding.get("reader"))
     return {
         "overall": ratio(c["real"] + c["masked"], c["real"] + c["masked"] + c["safe"]),
         "masked_excluded": ratio(c["real"], c["real"] + c["safe"]),
         "high": ratio(hi["real"] + hi["masked"], hi["real"] + hi["masked"] + hi["safe"]),
         "high_masked_excluded": ratio(hi["real"], hi["real"] + hi["safe"]),
+        "gate": ratio(gate["real"] + gate["masked"], gate["real"] + gate["masked"] + gate["safe"]),
+        "gate_masked_excluded": ratio(gate["real"], gate["real"] + gate["safe"]),
     }
 
 
@@ -315,13 +329,35 @@ def summary_lines(matches: list[Match], population: int, review: Review) -> list
     lines.append(
         f"precision, high confidence: {p['high']} (masked excluded: {p['high_masked_excluded']})"
     )
+    if any("reader" in m.finding for m in matches):
+        n_gate = sum(1 for m in matches if m.finding.get("reader"))
+        lines.append(
+            f"precision, gate-failing (a reader found, {n_gate} findings): {p['gate']} "
+            f"(masked excluded: {p['gate_masked_excluded']})"
+        )
     by_conf = []
     for conf in CONFIDENCES:
         cc = Counter(
             m.label.label for m in matches if m.label and m.finding.get("confidence") == conf
         )
-        by_conf.append(f"{conf}: " + " ".join(f"{k} {cc[k]}" for k in LABELS))
+        moved = cc["real"] + cc["masked"]
+        by_conf.append(
+            f"{conf}: "
+            + " ".join(f"{k} {cc[k]}" for k in LABELS)
+            + f" ({ratio(moved, moved + cc['safe'])})"
+        )
     lines.append("by confidence: " + "; ".join(by_conf))
+    classes = Counter(m.label.klass for m in matches if m.label and m.label.klass)
+    if classes:
+        lines.append("safe by class: " + ", ".join(f"{k} {n}" for k, n in sorted(classes.items())))
+    dups = [m for m in matches if m.label and m.label.duplicate_of]
+    if dups:
+        reported = {m.finding.get("fingerprint") for m in matches}
+        lines.append(
+            f"duplicates (same storage as another finding): {len(dups)}, "
+            f"{sum(1 for m in dups if m.label.duplicate_of in reported)} of them next to a "
+            "finding still reported"
+        )
     causes = Counter(m.label.cause for m in matches if m.label and m.label.cause)
     if causes:
         lines.append(
@@ -389,6 +425,10 @@ def markdown(matches: list[Match], population: int, review: Review, stale: list[
             label, reason = "**unlabelled**", ""
         else:
             label = m.label.label
+            if m.label.klass:
+                label += f" (class {m.label.klass.split()[0]})"
+            if m.label.duplicate_of:
+                label += f", duplicate of {m.label.duplicate_of[:10]}"
             if m.how != "fingerprint":
                 label += f" (by {'site key' if m.how == 'site' else 'moved location'})"
             cites = ", ".join(f"`{c}`" for c in m.label.cites)

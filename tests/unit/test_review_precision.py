@@ -237,3 +237,34 @@ def test_site_key_fallback_stays_near(tmp_path):
             rp.load_review(str(tmp_path / "l.toml")).labels,
         )
         assert (m.label.label if m.label else None) == expect
+
+
+def test_class_duplicate_and_gate_precision(pair, tmp_path, capsys):
+    """`class` and `duplicate_of` are carried to the summary and the table; gate-failing
+    precision counts only findings whose `reader` names an apply-time read."""
+    fpath, lpath = pair
+    findings = json.loads(fpath.read_text())["findings"]
+    for f in findings:
+        f["reader"] = "k.py:1 in K.apply" if f["fingerprint"] in ("f1", "f3", "f6") else None
+    fpath.write_text(json.dumps({"findings": findings}))
+    text = lpath.read_text()
+    text = text.replace(
+        'fingerprint = "f3"', 'fingerprint = "f3"\nclass = "5 host CPU scalar"', 1
+    ).replace('fingerprint = "f2"', 'fingerprint = "f2"\nduplicate_of = "f1"', 1)
+    lpath.write_text(text)
+    review = rp.load_review(str(lpath))
+    by_fp = {lb.fingerprint: lb for lb in review.labels}
+    assert by_fp["f3"].klass == "5 host CPU scalar" and by_fp["f2"].duplicate_of == "f1"
+    matches = rp.join(rp.load_findings(str(fpath)), review.labels)
+    p = rp.precision(matches)
+    # reader on f1 (real), f3 (safe), f6 (safe)
+    assert p["gate"] == "1/3 = 33.3%"
+    out = tmp_path / "r.md"
+    assert rp.main([str(fpath), str(lpath), "--markdown", str(out)]) == 0
+    summary = capsys.readouterr().out
+    assert "precision, gate-failing (a reader found, 3 findings): 1/3 = 33.3%" in summary
+    assert "safe by class: 5 host CPU scalar 1" in summary
+    assert "duplicates (same storage as another finding): 1, 1 of them next to a" in summary
+    assert "high: real 2 masked 1 safe 1 unsure 0 (3/4 = 75.0%)" in summary
+    md = out.read_text()
+    assert "| safe (class 5) |" in md and "| masked, duplicate of f1 |" in md
