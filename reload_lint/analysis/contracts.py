@@ -143,6 +143,12 @@ class Contract:
             # still frees the storage p had)
             return None
         if idempotent_cast(v, holder if owner == "data" else attr):
+            if owner == "object" and v.kind == V.FRESH:
+                # a cast copy on a plain object under a name nothing registers (a backend
+                # impl's `self.sinks = self.sinks.to(torch.float32)`): the first pass replaces
+                # the Parameter it was handed by the copy, later passes find the dtype already
+                # right, so the copy keeps the first load's values: stale, not moved
+                return ("RL201", f"cast from `{v.src}` into a copy under its own name")
             return None
         if v.kind == V.TUPLE:  # a tuple display is a container too
             flat = tuple(x for group in v.items for x in group)

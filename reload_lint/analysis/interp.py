@@ -27,6 +27,7 @@ from reload_lint.analysis.frame import (
 from reload_lint.analysis.oracles import Oracles
 from reload_lint.analysis.pathfacts import BUILTIN_SCOPES, ONCE_NAMES, PathFactsMixin
 from reload_lint.analysis.readers import ReaderMixin
+from reload_lint.analysis.resets import FlagResetMixin
 from reload_lint.analysis.stores import StoreMixin
 from reload_lint.analysis.values import AV
 from reload_lint.findings import FileError, Finding, TraceStep
@@ -37,7 +38,7 @@ from reload_lint.rules import RULES
 __all__ = ["Analyzer", "Frame", "RootState"]
 
 
-class Analyzer(ExprMixin, CallMixin, StoreMixin, ReaderMixin, PathFactsMixin):
+class Analyzer(ExprMixin, CallMixin, StoreMixin, ReaderMixin, PathFactsMixin, FlagResetMixin):
     def __init__(self, index: ProjectIndex, root_names, apply_names, contract_for, scopes=()):
         self.index = index
         self.root_names = set(root_names)
@@ -91,6 +92,8 @@ class Analyzer(ExprMixin, CallMixin, StoreMixin, ReaderMixin, PathFactsMixin):
         self.flag_sets: dict[str, dict] = {}
         self._guard_ctx: dict[tuple, list] = {}  # finding key -> guards of each reaching path
         self._resets: dict[str, dict] = {}
+        self._code_resets: dict[tuple, str | None] = {}  # guard -> where code sets it back
+        self._path_modules: dict[str, str] | None = None
         self._ckpt: set[str] | None = None
         self._ffo: dict[str, str | None] = {}
         self._masked: dict[tuple, list] = {}

@@ -291,8 +291,9 @@ class PathFactsMixin:
                 if not once:
                     verdicts.append(None)
                     break
-                kept = [g for g in once if g[1] not in resets]
-                verdicts.append(("once", kept[0]) if kept else ("reset", once[0]))
+                why = {g: resets.get(g[1]) or self.code_reset(g, contract) for g in once}
+                kept = [g for g in once if not why[g]]
+                verdicts.append(("once", kept[0]) if kept else ("reset", once[0], why[once[0]]))
             if not verdicts or any(v is None for v in verdicts):
                 continue
             if all(v[0] == "once" for v in verdicts):
@@ -310,10 +311,10 @@ class PathFactsMixin:
                 self.dropped[key] = why
                 del self.findings[key]
                 continue
-            g = next(v[1] for v in verdicts if v[0] == "reset")
+            g, reset = next(v[1:] for v in verdicts if v[0] == "reset")
             self.facts.setdefault(key, {})["guard"] = (
                 f"post-load runs once per load behind `{_flag_text(g)}` ({g[3]}:{g[4]}), and "
-                f"{resets[g[1]]}: the store runs again on every update"
+                f"{reset}: the store runs again on every update"
             )
         for key, fd in list(self.findings.items()):
             if fd.rule not in ("RL101", "RL102") or key not in self._guard_ctx:

@@ -33,9 +33,9 @@ import re
 from collections import deque
 
 from reload_lint.analysis import values as V
-from reload_lint.analysis.frame import MODULE_ANNOT_HINTS, MODULE_PARAM_NAMES
+from reload_lint.analysis.callgraph import CallGraphMixin, module_param
+from reload_lint.analysis.frame import MODULE_PARAM_NAMES
 from reload_lint.findings import TraceStep
-from reload_lint.index.deps import calls_in as _calls
 from reload_lint.index.deps import is_entry_name
 from reload_lint.index.deps import reads_attr as _reads
 from reload_lint.index.extract import dotted
@@ -116,9 +116,7 @@ def backend_tokens(*names: str) -> frozenset:
     return frozenset(out)
 
 
-def _module_param(f: dict, p: str) -> bool:
-    ann = dict(f["annotations"]).get(p, "")
-    return p in MODULE_PARAM_NAMES or any(h in ann for h in MODULE_ANNOT_HINTS)
+_module_param = module_param
 
 
 def _handed(c, g: dict, bound: bool, has: frozenset, me: str | None) -> frozenset:
@@ -169,7 +167,7 @@ def _names_obj(e, objs: set) -> bool:
     return isinstance(e, tuple) and len(e) >= 2 and e[0] == "n" and e[1] in objs
 
 
-class ReaderMixin:
+class ReaderMixin(CallGraphMixin):
     """Mixed into Analyzer (analysis/interp.py)."""
 
     def is_entry(self, name: str) -> bool:
@@ -241,76 +239,6 @@ class ReaderMixin:
             for c in (*self.index.mro(k), *self.index.subclasses(k)):
                 if c not in out and self.index.class_record(c) is not None:
                     out.append(c)
-        return out
-
-    def _held_classes(self, cls_key: str, attr: str) -> list[str]:
-        found = set(self._held_types.get((cls_key, attr), ()))
-        for k in self.index.mro(cls_key):
-            found |= self._held_types.get((k, attr), set())
-        t = self.attr_type(cls_key, attr)
-        if t:
-            found.add(t)
-        return sorted(found)
-
-    # ------------------------------------------------------------------ call graph
-    def _callees(self, mod: str, f: dict, cls_key: str | None) -> list[tuple]:
-        """(module, qualname, function, class key of its self) for what `f` calls."""
-        return [t[:4] for t in self._call_targets(mod, f, cls_key)]
-
-    def _call_targets(self, mod: str, f: dict, cls_key: str | None, gaps=None) -> list[tuple]:
-        """(module, qualname, function, class key of its self, call, bound) for what `f`
-        calls; `bound` when the callee's first parameter is the receiver. With `gaps` (a
-        list), the calls not followed are described there."""
-        calls: list = []
-        for st in f["body"]:
-            for part in st[4:]:
-                _calls(part, calls)
-        me = f["params"][0] if f["cls"] and f["params"] else None
-        out: list[tuple] = []
-        seen: set = set()
-        for c in calls:
-            fn = c[1]
-            targets: list[tuple] = []
-            if fn[0] == "a" and me and fn[1] == ("n", me) and cls_key:
-                found = self.index.lookup_method(cls_key, fn[2])
-                if found:
-                    targets.append((*found, cls_key, True))
-            elif fn[0] == "a" and me and fn[1][0] == "a" and fn[1][1] == ("n", me) and cls_key:
-                for held in self._held_classes(cls_key, fn[1][2]):
-                    found = self.index.lookup_method(held, fn[2])
-                    if found:
-                        targets.append((*found, held, True))
-            elif (
-                fn[0] == "a"
-                and fn[1][0] == "a"
-                and fn[1][1][0] == "n"
-                and fn[1][1][1] != me
-                and _module_param(f, fn[1][1][1])
-                and cls_key
-            ):
-                # `layer.kernel.run(...)`: an object the layer holds, of the class this
-                # class's methods (or the layer's constructor) store there
-                held = self.layer_attr_type(cls_key, fn[1][2])
-                found = self.index.lookup_method(held, fn[2]) if held else None
-                if found:
-                    targets.append((*found, held, True))
-            else:
-                d = dotted(fn) if fn[0] in ("n", "a") else None
-                q = self.index.qualify(mod, d) if d else None
-                r = self.index.resolve(q) if q else None
-                if r is not None and r[0] == "func":
-                    g = self.index.function(r[1], r[2])
-                    if g is not None and not g["cls"]:
-                        targets.append((r[1], r[2], None, False))
-            if not targets and gaps is not None:
-                gaps.append(c)
-            for m, qn, ck, bound in targets:
-                if (m, qn, ck) in seen:
-                    continue
-                seen.add((m, qn, ck))
-                g = self.index.function(m, qn)
-                if g is not None:
-                    out.append((m, qn, g, ck, c, bound))
         return out
 
     def _reachable(self, cls_key: str) -> list[tuple]:

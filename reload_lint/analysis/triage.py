@@ -181,6 +181,12 @@ def fix_for(rule: str, target: str, v: AV, why: str, inplace: bool) -> str:
             f"{REUSE}: keep the object that owns `{target}` across reloads, or "
             f"{_keep(name, inplace)}"
         )
+    if rule == "RL201" and "into a copy under its own name" in why:
+        return (
+            f"{COPY}: keep the tensor the copy is made from (the registered Parameter) and, "
+            f"once `{target}` exists, refresh it in place on every post-load "
+            f"(`{target}.copy_(source)`)"
+        )
     if rule == "RL201" and inplace:
         return (
             f"{COPY}: derive `{name}` in process_weights_after_loading into storage allocated "

@@ -319,6 +319,54 @@ def _v_flag_tests(rec, cache):
     return tuple(sorted(tested, key=repr))
 
 
+def _flag_value(e) -> object:
+    """What `x.attr = e` leaves in a state flag: True/False, "nonelit" (None), "obj"."""
+    if e[0] == "n" and e[1] in ("True", "False", "None"):
+        return {"True": True, "False": False, "None": "nonelit"}[e[1]]
+    if e[0] == "k":
+        if e[1] == "none" or e[2] == "None":
+            return "nonelit"
+        if e[1] == "bool":
+            return e[2] == "True"
+        if e[1] == "int":
+            return e[2] != "0"
+    return "obj"
+
+
+def _v_flag_writes(rec, cache, attr):
+    """(qn, name, class qualname, on its own self, line, value) of every write of attribute
+    `attr` with a constant (`x.attr = False`, `setattr(x, "attr", None)`) and every delete
+    (`del x.attr`, `delattr(x, "attr")`: value "del"), in record order: where a state flag
+    may be set back."""
+    idx = cache.get("flag_writes")
+    if idx is None:
+        idx = {}
+        for qn, f in rec["functions"].items():
+            me = f["params"][0] if f["cls"] and f["params"] else None
+            for st in f["body"]:
+                hits: list = []
+                if st[0] == "assign":
+                    hits = [(t[1], t[2], _flag_value(st[5])) for t in st[4] if t[0] == "a"]
+                elif st[0] == "del" and st[4][0] == "a":
+                    hits = [(st[4][1], st[4][2], "del")]
+                elif st[0] == "expr" and st[4][0] == "c" and st[4][1][0] == "n":
+                    fn, args = st[4][1][1], st[4][2]
+                    named = len(args) >= 2 and args[1][0] == "k" and args[1][1] == "str"
+                    if fn == "delattr" and named:
+                        hits = [(args[0], args[1][2], "del")]
+                    elif fn == "setattr" and named and len(args) >= 3:
+                        hits = [(args[0], args[1][2], _flag_value(args[2]))]
+                for base, name, value in hits:
+                    if value == "obj":
+                        continue  # a computed value: not a flag write
+                    on_self = bool(me) and base == ("n", me)
+                    idx.setdefault(name, []).append(
+                        (qn, f["name"], f["cls"] or "", on_self, st[1], value)
+                    )
+        cache["flag_writes"] = idx
+    return tuple(idx.get(attr, ()))
+
+
 def _v_readers(rec, cache, attr, skip):
     """The functions (record order) not named in `skip` that read attribute `attr`."""
     idx = cache.get(("readers", skip))
@@ -429,6 +477,7 @@ VIEWS = {
     "entries": _v_entries,
     "named": _v_named,
     "flag_tests": _v_flag_tests,
+    "flag_writes": _v_flag_writes,
     "readers": _v_readers,
     "reads": _v_reads,
     "callers": _v_callers,
