@@ -173,7 +173,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="also fail (exit 1) when the baseline has stale entries",
     )
     check.add_argument(
-        "--diff", metavar="REV", help="only findings touching lines changed since REV (git)"
+        "--diff",
+        metavar="REV",
+        help="only findings touching lines changed since REV (git), at their location or through a step",
     )
     check.add_argument(
         "--show-suppressed",

@@ -245,12 +245,11 @@ def apply_gate(
     full result, before --diff narrows what is reported."""
     from reload_lint.suppress import apply_allowlists, apply_suppressions
 
-    findings = [
-        f
-        for f in result.findings
-        if cfg.rule_enabled(f.path, f.rule)
-        and (plan.only_paths is None or f.path in plan.only_paths)
-    ]
+    findings = [f for f in result.findings if cfg.rule_enabled(f.path, f.rule)]
+    if plan.only_paths is not None:  # located in a named file or passing through one
+        from reload_lint.through import through_files
+
+        findings = through_files(findings, plan.only_paths)
     errors = [e for e in result.errors if plan.only_paths is None or e.path in plan.only_paths]
     meta = apply_suppressions(
         findings,

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from reload_lint.errors import ReloadLintError
-from reload_lint.findings import FileError, Finding
+from reload_lint.findings import FileError, Finding, TraceStep
+from reload_lint.through import via
 
 ALL_LINES = -1  # sentinel in a line set: the whole file changed (new / untracked)
 
@@ -25,6 +26,8 @@ _HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@")
 class ChangedLines:
     base: str  # the merge-base commit
     files: dict[str, set[int]] = field(default_factory=dict)  # base_dir-relative posix path
+    root: Path | None = None  # base_dir: where the working tree's files are read
+    _spans: dict[str, list[tuple[int, int]]] = field(default_factory=dict, repr=False)
 
     def touches(self, path: str, lo: int, hi: int | None = None) -> bool:
         lines = self.files.get(path)
@@ -37,10 +40,32 @@ class ChangedLines:
             return any(lo <= n <= hi for n in lines)
         return any(n in lines for n in range(lo, hi + 1))
 
+    def finding_via(self, f: Finding) -> list[TraceStep] | None:
+        """None when the change does not touch `f`; [] when it touches its location; else
+        the steps it touches (through.py): a step counts as touched when a changed line lies
+        in the function around it (the helper whose return decided the provenance, the
+        constructor, the oracle), or on the step itself outside any function."""
+        return via(
+            f,
+            lambda f: self.touches(f.path, f.line, f.end_line),
+            lambda s: self.touches(s.path, *self.span_of(s.path, s.line)),
+        )
+
     def finding_touched(self, f: Finding) -> bool:
-        if self.touches(f.path, f.line, f.end_line):
-            return True
-        return any(self.touches(s.path, s.line) for s in f.trace)
+        return self.finding_via(f) is not None
+
+    def span_of(self, path: str, line: int) -> tuple[int, int]:
+        """The lines of the innermost function (decorators included) around `line` of
+        `path`, from the working tree's text; (line, line) outside any function or when the
+        file cannot be parsed."""
+        spans = self._spans.get(path)
+        if spans is None:
+            spans = self._spans[path] = _function_spans(self.root / path if self.root else None)
+        around = [(lo, -hi) for lo, hi in spans if lo <= line <= hi]
+        if not around:
+            return line, line
+        lo, neg_hi = max(around)  # the innermost: latest start, then earliest end
+        return lo, -neg_hi
 
     def error_touched(self, e: FileError) -> bool:
         return e.path in self.files
@@ -158,7 +183,7 @@ def changed_lines(rev: str, base_dir: Path) -> ChangedLines:
         for p in untracked.stdout.split("\0"):
             if p:
                 repo_files[p] = {ALL_LINES}
-    out = ChangedLines(base=base)
+    out = ChangedLines(base=base, root=base_dir)
     for rel, lines in repo_files.items():
         abs_path = toplevel / rel
         try:
@@ -169,10 +194,33 @@ def changed_lines(rev: str, base_dir: Path) -> ChangedLines:
     return out
 
 
+def _function_spans(path: Path | None) -> list[tuple[int, int]]:
+    """(first line, last line) of every function of a file, decorators included."""
+    import ast
+
+    if path is None:
+        return []
+    try:
+        tree = ast.parse(path.read_bytes())
+    except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
+        return []
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            lo = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+            out.append((lo, node.end_lineno or node.lineno))
+    return out
+
+
 def filter_to_diff(
     findings: list[Finding], errors: list[FileError], changed: ChangedLines
 ) -> tuple[list[Finding], list[FileError]]:
-    return (
-        [f for f in findings if changed.finding_touched(f)],
-        [e for e in errors if changed.error_touched(e)],
-    )
+    """The findings the change touches (each with its `via` steps when the change touches
+    them only through a step) and the file errors of changed files."""
+    kept = []
+    for f in findings:
+        v = changed.finding_via(f)
+        if v is not None:
+            f.via = v
+            kept.append(f)
+    return kept, [e for e in errors if changed.error_touched(e)]

@@ -167,7 +167,11 @@ def run_check(
     progress.close()
     errors = [e for e in [*errors[:n_discover], *store_errors] if cfg.rule_enabled(e.path, e.rule)]
     if only_paths is not None:
-        findings = [f for f in findings if f.path in only_paths]
+        # pre-commit's named files: the findings located in them, and those whose trace passes
+        # through them (a helper, constructor or oracle edited), each with its `via` steps
+        from reload_lint.through import through_files
+
+        findings = through_files(findings, only_paths)
         errors = [e for e in errors if e.path in only_paths]
     errors.sort(key=lambda e: (e.path, e.line, e.rule))
     return RunResult(

@@ -49,6 +49,10 @@ class Finding:
     masked: str | None = None
     backends: list[str] = field(default_factory=list)
     fix: str = ""
+    # Set when a run reports only some files (pre-commit's named files, `--diff REV`) and the
+    # finding lies elsewhere but passes through them: the steps that do (reload_lint/through.py).
+    # Serialised only when set; not part of the fingerprint.
+    via: list[TraceStep] = field(default_factory=list)
     # Not serialised in the stable part of the schema: set by the suppression layer.
     suppressed: str | None = None
     snippet: str = ""
@@ -77,6 +81,8 @@ class Finding:
             "backends": list(self.backends),
             "fix": self.fix,
         }
+        if self.via:
+            out["via"] = [t.to_json() for t in self.via]
         if self.suppressed is not None:
             out["suppressed"] = self.suppressed
         return out
@@ -104,6 +110,7 @@ class Finding:
             masked=data.get("masked"),
             backends=list(data.get("backends") or []),
             fix=data.get("fix") or "",
+            via=[TraceStep(t["path"], int(t["line"]), t["note"]) for t in data.get("via") or []],
         )
 
 

@@ -35,6 +35,8 @@ def annotation(f: Finding, strict: bool = False) -> str:
     body = f.message
     if f.suppressed is not None:
         body += f" [suppressed: {f.suppressed}]"
+    if f.via:
+        body += "\n" + "\n".join(f"  via {s.path}:{s.line}: {s.note}" for s in f.via)
     if f.trace:
         body += "\n" + "\n".join(f"  {s.path}:{s.line}: {s.note}" for s in f.trace)
     props = _props(

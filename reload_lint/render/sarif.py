@@ -144,6 +144,11 @@ def _result(f: Finding, index: dict[str, int], baseline_active: bool, strict: bo
                 ]
             }
         ]
+    if f.via:  # the named/changed files it was reported for (through.py)
+        res["relatedLocations"] = [
+            {"id": i, **_location(s.path, s.line), "message": {"text": f"via: {s.note}"}}
+            for i, s in enumerate(f.via)
+        ]
     if f.suppressed is not None:
         kind = "external" if f.suppressed.startswith("allowlisted") else "inSource"
         res["suppressions"] = [{"kind": kind, "status": "accepted", "justification": f.suppressed}]

@@ -23,6 +23,7 @@ def render_text(
         lines.append(
             f"{f.path}:{f.line}:{f.column}: {f.rule} {f.message} [{f.confidence} confidence]{tag}"
         )
+        lines += _via_lines(f, show_trace)
         if show_trace:
             for step in f.trace:
                 lines.append(f"    {step.path}:{step.line}: {step.note}")
@@ -36,6 +37,22 @@ def render_text(
         loc = f"{e.path}:{e.line}:" if e.line else f"{e.path}:"
         lines.append(f"{loc} {e.rule} {e.message}")
     return "\n".join(lines) + ("\n" if lines else "")
+
+
+def _via_lines(f: Finding, show_trace: bool) -> list[str]:
+    """Why a finding located elsewhere is reported for a named or changed file: the steps of
+    it that lie there (through.py). Under a shown trace, one line per file with the steps'
+    lines (the trace below has their notes); without it, each step with its note."""
+    if not show_trace:
+        return [f"    via {s.path}:{s.line}: {s.note}" for s in f.via]
+    by_path: dict[str, list[str]] = {}
+    for s in f.via:
+        by_path.setdefault(s.path, []).append(str(s.line))
+    return [
+        f"    via {path}:{','.join(dict.fromkeys(ls))} (trace step{'s' if len(ls) > 1 else ''} in"
+        " a named or changed file)"
+        for path, ls in by_path.items()
+    ]
 
 
 def summary_line(findings: list[Finding], errors: list[FileError], *, strict: bool = False) -> str:
