@@ -132,11 +132,10 @@ def run_check(
     run_key = deps_key = ""
     cached = None
     if use_cache:
-        key_parts = (
-            _config_key(cfg),
-            contract_name,
-            repr(sorted(only_paths or ())) if only_paths else "",
-        )
+        # not the named files: the analysis is the same whichever files pre-commit names (it
+        # reports a subset of it), so a directory run and every set of staged files share
+        # their results; the named files' own parse errors are added below
+        key_parts = (_config_key(cfg), contract_name)
         run_key = store.run_key(*key_parts)
         cached = store.get_result(run_key)
         if cached is None:
@@ -155,14 +154,14 @@ def run_check(
     else:
         # what the analysis reads of each record, kept with the result (fine-grained cutoff)
         reads = Reads() if use_cache else None
-        findings = _analyse(
-            store, files, views, cfg, roots, contract_for, only_paths, progress, reads
-        )
+        findings = _analyse(store, files, views, cfg, roots, contract_for, progress, reads)
         store_errors = errors[n_discover:]
         suppressions = _suppressions(store, files)
         if use_cache:
             store.put_result(run_key, (findings, store_errors, suppressions))
             store.put_deps_result(deps_key, (findings, store_errors, suppressions), reads)
+    if only_paths:
+        store_errors = [*store_errors, *_named_errors(store, files, only_paths, store_errors)]
     store.save()
     progress.close()
     errors = [e for e in [*errors[:n_discover], *store_errors] if cfg.rule_enabled(e.path, e.rule)]
@@ -209,22 +208,31 @@ def config_scopes(cfg: Config) -> tuple:
     return tuple(out)
 
 
-def _analyse(store, files, views, cfg, roots, contract_for, only_paths, progress, reads=None):
+def _named_errors(store, files, only_paths: set[str], have: list[FileError]) -> list[FileError]:
+    """The parse errors of the files pre-commit names that the result does not hold: each
+    named file is parsed (from the pack when it is there) even when no root reaches it, so a
+    syntax error in a staged file is reported whatever the analysis read."""
+    known = {(e.path, e.rule, e.line, e.message) for e in have}
+    n = len(store.errors)
+    for sf in files:
+        if sf.rel in only_paths:
+            store.record(sf)
+    return [e for e in store.errors[n:] if (e.path, e.rule, e.line, e.message) not in known]
+
+
+def _analyse(store, files, views, cfg, roots, contract_for, progress, reads=None):
     """Index + analysis (a whole-run cache miss): findings selected, sorted, fingerprinted."""
     from reload_lint.analysis.interp import Analyzer
     from reload_lint.index.project import ProjectIndex
 
     seeds = [sf for sf in files if (store.facts(sf) or _NO_FACTS)[0]]
-    # files passed by name are parsed even when no root mentions them, so a syntax error in
-    # the file a pre-commit hook names is reported (a directory run parses what it reaches)
-    named = [sf for sf in files if only_paths and sf.rel in only_paths and sf not in seeds]
     # first-use cache candidates (RL201) are analysed whatever the roots reach: parse them
     # with the seeds, in parallel, rather than one by one on demand
-    seen = set(map(id, seeds + named))
+    seen = set(map(id, seeds))
     caches = [sf for sf in files if (store.facts(sf) or _NO_FACTS)[2] and id(sf) not in seen]
-    progress.start("parsing", len(seeds) + len(named) + len(caches))
+    progress.start("parsing", len(seeds) + len(caches))
     # a cold run keeps its worker pool for the batches of subclass modules (prefetch_batch)
-    store.prefetch(seeds + named + caches, keep_pool=True)
+    store.prefetch(seeds + caches, keep_pool=True)
 
     found: dict[tuple, Finding] = {}
     try:

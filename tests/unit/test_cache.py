@@ -147,7 +147,10 @@ def test_only_paths_reports_one_file_and_resolves_helpers_from_cache(tmp_path):
     res = _run(root, cache, only_paths={"pkg/a.py"})
     assert [(f.rule, f.path) for f in res.findings] == [("RL101", "pkg/a.py")]
     assert res.files_parsed == 1  # the helper module came from the pack
-    assert _run(root, cache, only_paths={"pkg/b.py"}).findings == []
+    # naming the helper's file reports the finding its allocation decides (issue 20)
+    (f,) = _run(root, cache, only_paths={"pkg/b.py"}).findings
+    assert (f.rule, f.path) == ("RL101", "pkg/a.py")
+    assert {s.path for s in f.via} == {"pkg/b.py"}
 
 
 def _many_roots(root: Path, n: int = 12) -> None:
