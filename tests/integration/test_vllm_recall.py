@@ -1,0 +1,100 @@
+"""Recall of issue 17's classes on real vLLM release sources.
+
+- Reciprocal scales in a quant-config constructor (0.33.0): every FP8 per-tensor MoE method
+  whose oracle can pick FlashInfer-CUTLASS keeps `1.0 / a1_scale` in its quant config
+  (`make_fp8_moe_quant_config`'s per-tensor FLASHINFER_CUTLASS/HPC branch).
+- A stale derived copy (0.25.1): FlashInferImpl's `self.sinks = self.sinks.to(torch.float32)`
+  is RL201 (0.33.0 copies into the existing copy on updates: no RL201 there).
+- A run-once flag another method sets back (0.33.0, one method added to a copy of the tree):
+  HummingMoEMethod's `processed` guard stops being run-once, and its rebuilt kernel is reported
+  with a `guard` naming the reset.
+
+Uses the release sources the seed tests download (skipped when they are unavailable).
+"""
+
+from __future__ import annotations
+
+import functools
+import shutil
+
+import pytest
+
+from reload_lint.config import Config
+from reload_lint.engine import run_check
+from reload_lint.sources import SourceError, release_sources
+
+pytestmark = pytest.mark.integration
+
+Q = "vllm/model_executor/layers/quantization"
+CT = f"{Q}/compressed_tensors/compressed_tensors_moe"
+
+# FP8 per-tensor MoE methods of 0.33.0: (path, target)
+RECIPROCAL_CONFIGS = [
+    (f"{Q}/fp8.py", "self.moe_quant_config"),
+    (f"{Q}/modelopt.py", "self.moe_quant_config"),
+    (f"{Q}/online/fp8.py", "self.moe_quant_config"),
+    (f"{CT}/compressed_tensors_moe_w8a8_fp8.py", "self.moe_quant_config"),
+    (f"{Q}/quark/quark_moe.py", "self.moe_quant_config"),
+]
+
+
+@functools.cache
+def _root(version: str):
+    try:
+        return release_sources("vllm", version)
+    except SourceError as exc:
+        pytest.skip(f"vLLM {version} sources unavailable: {exc}")
+
+
+@functools.cache
+def _run(version: str):
+    root = _root(version)
+    return root, run_check([root / "vllm"], Config(), base_dir=root, use_cache=False)
+
+
+@pytest.mark.parametrize("path,target", RECIPROCAL_CONFIGS, ids=[p for p, _ in RECIPROCAL_CONFIGS])
+def test_reciprocal_scale_in_fp8_quant_config(path, target):
+    root, result = _run("0.33.0")
+    hits = [f for f in result.findings if f.path == path and f.target == target]
+    assert hits, f"{path}: no finding on {target}"
+    steps = [
+        s
+        for f in hits
+        for s in f.trace
+        if s.path.endswith("fused_moe/oracle/fp8.py") and "`/` allocates" in s.note
+    ]
+    assert steps, [s.note for f in hits for s in f.trace]
+    text = (root / steps[0].path).read_text().splitlines()[steps[0].line - 1]
+    assert "1.0 / a" in text, text
+    assert any(f.rule == "RL105" and f.reader for f in hits)
+
+
+def test_stale_sinks_copy_is_rl201_on_0251_only():
+    flashinfer = "vllm/v1/attention/backends/flashinfer.py"
+    root, result = _run("0.25.1")
+    hits = [f for f in result.findings if f.path == flashinfer and f.rule == "RL201"]
+    assert [f.target for f in hits] == ["self.sinks"]
+    line = (root / flashinfer).read_text().splitlines()[hits[0].line - 1]
+    assert "self.sinks = self.sinks.to(torch.float32)" in line
+    assert hits[0].reader  # FlashInferImpl.forward passes sinks= to the kernels
+    _, result = _run("0.33.0")
+    assert not [f for f in result.findings if f.path == flashinfer and f.rule == "RL201"]
+
+
+def test_flag_set_back_elsewhere_is_not_run_once(tmp_path):
+    humming = f"{Q}/humming.py"
+    _, before = _run("0.33.0")
+    assert not [f for f in before.findings if f.path == humming and f.target == "self.moe_kernel"]
+    root = tmp_path / "vllm-0.33.0"
+    shutil.copytree(_root("0.33.0") / "vllm", root / "vllm")
+    src = (root / humming).read_text()
+    anchor = "class HummingMoEMethod("
+    assert src.count(anchor) == 1
+    head, tail = src.split(anchor)
+    body_start = tail.index("\n    def ")
+    reset = "\n    def reset_processed(self):\n        self.processed = False\n"
+    (root / humming).write_text(head + anchor + tail[:body_start] + reset + tail[body_start:])
+    after = run_check([root / "vllm"], Config(), base_dir=root, use_cache=False)
+    hits = [f for f in after.findings if f.path == humming and f.target == "self.moe_kernel"]
+    assert hits, "the rebuilt kernel behind the reset flag is not reported"
+    assert "HummingMoEMethod.reset_processed sets it back" in hits[0].guard
