@@ -34,6 +34,12 @@ def add_arguments(p) -> None:
     )
     p.add_argument("--no-fix", action="store_true", help="skip the fixed side of each pair")
     p.add_argument(
+        "--source",
+        metavar="DIR",
+        help="fixed side from this vLLM checkout (your branch), bug side from the importable "
+        "vLLM; refused (exit 2) unless both are the same version",
+    )
+    p.add_argument(
         "--replay-timeout",
         type=float,
         default=30.0,
@@ -62,10 +68,16 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from reload_lint.confirm.selection import load_findings, select_sites
+    from reload_lint.confirm.selection import load_findings, load_patches, select_sites
 
     findings = load_findings(args.findings)
     sites = select_sites(findings, args.site)
+    source = None
+    if args.source:
+        # before torch or vLLM is imported: the check reads versions from files only
+        from reload_lint.confirm.source import check_versions
+
+        source = check_versions(Path(args.source), _package(sites))
     device = args.device.strip().lower()
     if not (device == "cpu" or device == "cuda" or device.startswith("cuda:")):
         raise ReloadLintError(f"--device {args.device}: expected cpu or cuda[:N]")
@@ -91,7 +103,14 @@ def run(args) -> int:
             __import__(mod)
         except Exception as exc:
             raise ReloadLintError(f"--recipes {mod}: cannot import ({exc})") from None
+    fix_from_source = None
+    if source is not None and not args.no_fix:
+        from reload_lint.confirm.source import source_fix
+
+        fix_from_source = source_fix(Path(args.source), _package(sites))
     opts = Options(
+        patches=load_patches(args.findings),
+        source_fix=fix_from_source,
         device=device,
         site_timeout=args.site_timeout,
         replay_timeout=args.replay_timeout,
@@ -117,6 +136,8 @@ def run(args) -> int:
     except Exception:
         env["vllm"] = None
     env["vllm_reload_api"] = VllmLayerwiseReload.importable() or "importable"
+    if source is not None:
+        env["source"] = source
     doc = evidence_document(records, device=device, env=env)
     write_evidence(Path(args.output), doc)
     s = doc["summary"]
@@ -126,8 +147,22 @@ def run(args) -> int:
         f"{s['inconclusive']} inconclusive -> {args.output}",
         file=sys.stderr,
     )
+    by_source: dict[str, dict[str, int]] = {}
+    for r in records:
+        if r.fixed:
+            row = by_source.setdefault(r.fix_source or "monkeypatch", {})
+            row[r.verdict] = row.get(r.verdict, 0) + 1
+    for how, row in sorted(by_source.items()):
+        counts = ", ".join(f"{n} {v}" for v, n in sorted(row.items()))
+        print(f"fixed side from {how}: {counts}", file=sys.stderr)
     red_bug = any(r.verdict == "red" and not r.fixed for r in records)
     return 1 if red_bug and not args.exit_zero else 0
+
+
+def _package(sites) -> str:
+    """The top-level package the findings' paths are in (``vllm``)."""
+    tops = {f.path.split("/", 1)[0] for f in sites if "/" in f.path}
+    return tops.pop() if len(tops) == 1 else "vllm"
 
 
 class _Tee:

@@ -15,7 +15,7 @@ from pathlib import Path
 from reload_lint import __version__
 from reload_lint.fsutil import atomic_write_text
 
-EVIDENCE_SCHEMA_VERSION = "1.2"
+EVIDENCE_SCHEMA_VERSION = "1.3"
 
 #: red: a linked storage the captured graph reads moved or was freed (confirmed);
 #: green: the linked storages stayed put and the replay matched a cold load (not confirmed);
@@ -67,6 +67,14 @@ class EvidenceRecord:
     # -- 1.2 ---------------------------------------------------------------------------------
     #: fixes applied on both sides so the reload gets past a masking site (fixes.PRECONDITIONS)
     preconditions: list[str] = field(default_factory=list)
+    # -- 1.3 ---------------------------------------------------------------------------------
+    #: fixed side: where its own fix came from: "codemod" (the finding's fix.patch applied to a
+    #: copy of the sources on the import path), "source" (confirm --source DIR: the checkout's
+    #: changes), or "monkeypatch" (a runtime fix of confirm/fixes.py, where no codemod exists)
+    fix_source: str | None = None
+    fix_patch_sha256: str | None = None  # sha256 of the unified diff applied (from source)
+    fix_files: list[str] = field(default_factory=list)  # the files that patch replaced
+    gpu_peak_mib: float | None = None  # the run's peak GPU memory reserved (CUDA), MiB
 
     def to_json(self) -> dict:
         return asdict(self)

@@ -139,6 +139,11 @@ def stage_fixes(run: Run) -> None:
         fix = run.fixes[target]
         fix.apply()
         applied.append(f"{fix.kind}: {fix.description}")
+    patched = []
+    if run.spec.get("overlay"):
+        from reload_lint.confirm.fixedside import check_overlay
+
+        patched = check_overlay(run.spec)
     from reload_lint.confirm.fixes import PRECONDITIONS
 
     pre = []
@@ -146,7 +151,13 @@ def stage_fixes(run: Run) -> None:
         apply, description = PRECONDITIONS[name]
         apply()
         pre.append(description)
-    run.send("fixes", applied=applied, preconditions=pre)
+    run.send(
+        "fixes",
+        applied=applied,
+        applied_targets=list(run.spec.get("fixes", [])),
+        preconditions=pre,
+        patched=patched,
+    )
 
 
 def _load(run: Run, seed: int, record: bool = False):
@@ -350,6 +361,8 @@ def stage_census(run: Run) -> None:
     for f in run.spec["findings"]:
         own = run.fixes.get(f.get("canonical", ""))
         extra = own.links if (own is not None and run.spec.get("fixed")) else ()
+        if run.spec.get("overlay"):
+            extra = tuple(run.spec.get("links", ()))  # the patch's new homes for the tensor
         linked[f["fingerprint"]] = [r.path for r in link_rows(f, run.manifest, run.rows, extra)]
     empty = [
         f["fingerprint"]
@@ -400,7 +413,7 @@ def stage_replay(run: Run) -> None:
     import torch
 
     if run.graph is None:  # census tier
-        run.send("done")
+        _done(run)
         return
     run.send("replay_start")
     if run.device.type == "cuda":
@@ -413,7 +426,17 @@ def stage_replay(run: Run) -> None:
         extra = {"poisoned_reads": list(run.graph.poisoned)}
     run.send("replay", **compare(out, run.ref), **extra)
     run.hold = None
-    run.send("done")
+    _done(run)
+
+
+def _done(run: Run) -> None:
+    """The last message: the run's peak GPU memory (the allocator's reserve, MiB) on CUDA."""
+    import torch
+
+    extra = {}
+    if run.device is not None and run.device.type == "cuda":
+        extra["gpu_peak_mib"] = round(torch.cuda.max_memory_reserved(run.device) / 2**20, 1)
+    run.send("done", **extra)
 
 
 PIPELINE = (
@@ -437,6 +460,10 @@ def run_pipeline(conn, spec: dict) -> None:
     def send(stage, ok=True, **data):
         conn.send({"stage": stage, "ok": ok, "t": round(time.monotonic() - t0, 3), **data})
 
+    if spec.get("overlay"):
+        # the patched copy first on the import path (a fresh interpreter: nothing imported yet)
+        sys.path.insert(0, spec["overlay"])
+        importlib.invalidate_caches()
     run = Run(spec=spec, send=send)
     stage = "setup"
     try:

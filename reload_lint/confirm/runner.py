@@ -13,16 +13,21 @@ or died (the census above all) is kept.
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing as mp
 import os
 import sys
+import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from reload_lint.confirm.decide import decide, reach
 from reload_lint.confirm.evidence import EvidenceRecord
+from reload_lint.confirm.fixedside import fix_fields, fixed_runs, prepare_sources
+from reload_lint.confirm.patched import cleanup
 from reload_lint.confirm.pipeline import run_pipeline
 from reload_lint.findings import Finding
 
@@ -38,6 +43,10 @@ class Options:
     log: object = None  # a file-like for progress lines
     backends: tuple[str, ...] | None = None  # restrict forced backends (None: the table's)
     jobs: int = 1  # children run at once (one GPU is shared; each child has its own allocator)
+    #: fingerprint -> (unified diff, sha256): the codemod's patch of each finding (fix.patch)
+    patches: dict = field(default_factory=dict)
+    #: the fixed side from a user's checkout (confirm --source DIR), for every site
+    source_fix: object = None
 
 
 #: held while forking a child and while printing, so that no child inherits a lock that a
@@ -66,7 +75,9 @@ def _context():
 
 def run_child(spec: dict, opts: Options) -> tuple[list[dict], dict]:
     """Run one pipeline in a child; returns (stage messages, outcome)."""
-    ctx = _context()
+    # a fixed side from source imports the patched copy: a fresh interpreter (spawn), since a
+    # forked child inherits the modules the parent already imported from the original
+    ctx = mp.get_context("spawn") if spec.get("overlay") else _context()
     recv, send = ctx.Pipe(duplex=False)
     proc = ctx.Process(target=run_pipeline, args=(send, spec), daemon=True)
     with _FORK_LOCK:
@@ -269,12 +280,8 @@ def _base(f: Finding, opts: Options, site: Site) -> dict:
     }
 
 
-def _runs_for(
-    recipe, sites: list[Site], opts: Options, fixed: bool, preconditions: tuple[str, ...] = ()
-) -> list[dict]:
-    """The child specs for one recipe (row + backend) and the sites it serves: the bug side
-    (one run, or one per target when the recipe isolates), or the fixed side (every fix).
-    ``preconditions`` (fixes.PRECONDITIONS) apply to both sides."""
+def _common(recipe, sites: list[Site], opts: Options, preconditions: tuple[str, ...] = ()):
+    """The spec fields every run of one build shares, and the recipe's fixes by target."""
     targets: dict[str, str | None] = {}
     for s in sites:
         # sites sharing a target share its owner: a path-qualified owner wins over a bare name
@@ -283,7 +290,6 @@ def _runs_for(
     rebuilt = sorted({s.canonical.split(".", 1)[-1] for s in sites if s.rebuilt})
     _mark_rebuilt(rebuilt)
     fixes = recipe.fixes_for(targets)
-    entries = [s.spec_entry() for s in sites]
     common = {
         "rebuilt": rebuilt,
         "recipe": recipe.name,
@@ -294,13 +300,20 @@ def _runs_for(
         "watch": sorted({s.finding.path for s in sites}),
         "preconditions": list(preconditions),
     }
-    if fixed:
-        if not any(s.canonical in fixes for s in sites):
-            return []
-        return [{**common, "fixed": True, "fixes": sorted(fixes), "findings": entries}]
+    return common, fixes
+
+
+def _runs_for(
+    recipe, sites: list[Site], opts: Options, preconditions: tuple[str, ...] = ()
+) -> list[dict]:
+    """The bug-side child specs for one recipe (row + backend) and the sites it serves: one
+    run, or one per target when the recipe isolates. ``preconditions`` (fixes.PRECONDITIONS)
+    apply to both sides; the fixed side is planned by ``fixedside.fixed_runs``."""
+    common, fixes = _common(recipe, sites, opts, preconditions)
+    entries = [s.spec_entry() for s in sites]
     if recipe.isolate:
         runs = []
-        for t in sorted(targets):
+        for t in sorted(common["targets"]):
             mine = [e for e in entries if e["canonical"] == t]
             others = sorted(x for x in fixes if x != t)
             runs.append({**common, "fixed": False, "fixes": others, "findings": mine})
@@ -317,7 +330,10 @@ def _mark_rebuilt(attrs) -> None:
 def _record(site: Site, recipe, spec, msgs, outcome, opts, t0) -> EvidenceRecord | None:
     f = site.finding
     fixed = spec["fixed"]
-    reached, why = reach(f, msgs)
+    lines = (spec.get("lines") or {}).get(f.fingerprint)
+    # a patched file's lines moved: the flagged store is where the patch put its lines
+    seen = dataclasses.replace(f, line=min(lines), end_line=max(lines)) if lines else f
+    reached, why = reach(seen, msgs)
     if not reached:
         return None
     verdict, failure, reason = decide(f, msgs, outcome, fixed)
@@ -348,7 +364,6 @@ def _record(site: Site, recipe, spec, msgs, outcome, opts, t0) -> EvidenceRecord
         stages.append(s)
     census = stage(msgs, "census")
     tier = load_a.get("tier") if census is not None else None
-    fixes = recipe.fixes_for(spec["targets"])
     base = _base(f, opts, site)
     row = getattr(recipe, "row", None)
     if row is not None:
@@ -362,8 +377,7 @@ def _record(site: Site, recipe, spec, msgs, outcome, opts, t0) -> EvidenceRecord
         recipe=recipe.name,
         family=recipe.family,
         reload_path=load_a.get("reload_path"),
-        fix=fixes[site.canonical].description if fixed and site.canonical in fixes else None,
-        isolation=list(fx.get("applied", [])) if not fixed else [],
+        **fix_fields(site.canonical, recipe, spec, fx),
         census=summarize_census(census, f.fingerprint),
         pressure={k: v for k, v in pressure.items() if k not in ("stage", "ok", "t")},
         replay={k: v for k, v in replay.items() if k not in ("stage", "ok", "t")},
@@ -376,6 +390,7 @@ def _record(site: Site, recipe, spec, msgs, outcome, opts, t0) -> EvidenceRecord
         built=list(cap.get("built", [])),
         component=load_a.get("component"),
         preconditions=list(fx.get("preconditions", [])),
+        gpu_peak_mib=(stage(msgs, "done") or {}).get("gpu_peak_mib"),
     )
 
 
@@ -444,6 +459,8 @@ def confirm(findings: list[Finding], opts: Options) -> list[EvidenceRecord]:
             _say_record(opts, rec)
     lock = threading.Lock()
     red_recipes: set[str] = set()
+    #: build -> fingerprints whose bug side it found red (each gets an isolated fixed run)
+    red_sites: dict[str, set[str]] = {}
     #: builds whose reload vLLM itself refused in a way a known fix shape gets past (a post-load
     #: that masks the reload, an expanded kernel tensor the copy-back cannot write): the
     #: preconditions to rerun them with (fixes.PRECONDITIONS)
@@ -472,15 +489,19 @@ def confirm(findings: list[Finding], opts: Options) -> list[EvidenceRecord]:
                 records[s.finding.fingerprint].append(rec)
                 if rec.verdict == "red" and not rec.fixed:
                     red_recipes.add(name)
+                    red_sites.setdefault(name, set()).add(s.finding.fingerprint)
             _say_record(opts, rec)
 
     def sweep(fixed: bool, only=None) -> None:
-        jobs = [
-            (name, recipe, group, spec)
-            for name, (recipe, group) in by_recipe.items()
-            if (only is None or name in only) and (not fixed or name in red_recipes)
-            for spec in _runs_for(recipe, group, opts, fixed, needs.get(name, ()))
-        ]
+        if fixed:
+            jobs = fixed_jobs()
+        else:
+            jobs = [
+                (name, recipe, group, spec)
+                for name, (recipe, group) in by_recipe.items()
+                if only is None or name in only
+                for spec in _runs_for(recipe, group, opts, needs.get(name, ()))
+            ]
         if opts.jobs <= 1:
             for job in jobs:
                 one(job)
@@ -488,6 +509,40 @@ def confirm(findings: list[Finding], opts: Options) -> list[EvidenceRecord]:
         with ThreadPoolExecutor(max_workers=opts.jobs) as pool:
             list(pool.map(one, jobs))
 
+    overlay_parent = Path(tempfile.mkdtemp(prefix="reload-lint-fixed-"))
+    sources = prepare_sources(findings, opts.patches, opts.source_fix)
+
+    def fixed_jobs() -> list:
+        jobs = []
+        for name in sorted(red_recipes):
+            recipe, group = by_recipe[name]
+            common, fixes = _common(recipe, group, opts, needs.get(name, ()))
+            runs, refused = fixed_runs(
+                common, group, fixes, red_sites.get(name, set()), sources, overlay_parent
+            )
+            for s, why in refused:
+                rec = EvidenceRecord(
+                    **_base(s.finding, opts, s),
+                    verdict="inconclusive",
+                    failure=None,
+                    reason=why,
+                    fixed=True,
+                    recipe=recipe.name,
+                    family=recipe.family,
+                    fix_source="codemod",
+                )
+                records[s.finding.fingerprint].append(rec)
+                _say_record(opts, rec)
+            jobs += [(name, recipe, group, spec) for spec in runs]
+        return jobs
+
+    try:
+        return _sweeps(sweep, needs, opts, records, tried, sites)
+    finally:
+        cleanup(overlay_parent)
+
+
+def _sweeps(sweep, needs, opts, records, tried, sites) -> list[EvidenceRecord]:
     sweep(fixed=False)
     from reload_lint.confirm.fixes import PRECONDITIONS
 

@@ -52,6 +52,21 @@ def load_findings(path: str | Path) -> list[Finding]:
     return out
 
 
+def load_patches(path: str | Path) -> dict[str, tuple[str, str | None]]:
+    """fingerprint -> (unified diff, sha256) of each finding's codemod fix (``fix.patch``), read
+    from the same findings document (already validated by ``load_findings``)."""
+    from reload_lint.confirm.patched import finding_patch
+
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    raw = data if isinstance(data, list) else data.get("findings", [])
+    out = {}
+    for item in raw:
+        got = finding_patch(item) if isinstance(item, dict) else None
+        if got is not None and item.get("fingerprint"):
+            out[item["fingerprint"]] = got
+    return out
+
+
 def _fallback_fingerprint(f: Finding) -> str:
     import hashlib
 

@@ -1,0 +1,165 @@
+"""Planning the fixed side: one isolated run per site, its own fix from source where one exists.
+
+For each site whose bug side came out red, the fixed side is a run in which only that site's
+storage may escape:
+
+* its own fix is the codemod's patch (the finding's ``fix.patch``), or the user's checkout
+  (``confirm --source DIR``), applied to a copy of the sources on the import path
+  (``patched.py``): ``fix_source`` "codemod" / "source", with the patch's sha256. Only where
+  neither exists does the runtime monkeypatch of ``fixes.py`` stand in (``fix_source``
+  "monkeypatch");
+* every *other* target of the build is held fixed by its monkeypatch, and the record lists them
+  (``isolation``), so a build's fixed side never applies other sites' fixes unnamed.
+
+Sites that share one target and one patch share one run; a patch that does not apply gives an
+inconclusive record that says so, never a silent fallback to the monkeypatch.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from reload_lint.confirm.patched import PatchError, SourceFix, from_patch, module_name
+
+#: a storage the patch's added lines register under a name of its own (its new home, linked by
+#: the census in addition to the finding's target)
+_HOME = re.compile(
+    r"""(?:register_buffer|register_parameter)\(\s*["'](\w+)["']"""
+    r"""|replace_parameter\(\s*\w+\s*,\s*["'](\w+)["']"""
+)
+
+
+def new_homes(patch: str) -> list[str]:
+    out = []
+    for ln in patch.splitlines():
+        if ln.startswith("+") and not ln.startswith("+++"):
+            for m in _HOME.finditer(ln):
+                name = m.group(1) or m.group(2)
+                if f"layer.{name}" not in out:
+                    out.append(f"layer.{name}")
+    return out
+
+
+def prepare_sources(findings, raw_patches: dict, source_fix: SourceFix | None) -> dict:
+    """fingerprint -> SourceFix (its own fix from source) or str (why its patch cannot be
+    applied). ``source_fix`` (``--source DIR``) serves every site; otherwise the finding's own
+    codemod patch, when it has one."""
+    out: dict[str, SourceFix | str] = {}
+    cache: dict[str, SourceFix | str] = {}
+    for f in findings:
+        if source_fix is not None:
+            out[f.fingerprint] = source_fix
+            continue
+        got = raw_patches.get(f.fingerprint)
+        if got is None:
+            continue
+        patch, sha = got
+        if patch not in cache:
+            try:
+                cache[patch] = from_patch(patch, "codemod", sha)
+            except (PatchError, OSError, UnicodeDecodeError) as exc:
+                cache[patch] = (
+                    f"the codemod's patch does not apply to the importable sources: {exc}"
+                )
+        out[f.fingerprint] = cache[patch]
+    return out
+
+
+def fixed_runs(
+    common: dict,
+    sites: list,
+    fixes: dict,
+    red: set[str],
+    sources: dict,
+    overlay_parent: Path,
+) -> tuple[list[dict], list[tuple[object, str]]]:
+    """The fixed-side child specs for one build (``common``: the build's shared spec fields;
+    ``fixes``: the recipe's monkeypatch fixes by canonical target) over its ``sites`` whose bug
+    side is red (``red``: fingerprints), and the sites that get no run with the reason."""
+    runs: list[dict] = []
+    refused: list[tuple[object, str]] = []
+    groups: dict[tuple, list] = {}
+    for s in sites:
+        fp = s.finding.fingerprint
+        if fp not in red:
+            continue
+        src = sources.get(fp)
+        if isinstance(src, str):
+            refused.append((s, src))
+            continue
+        if src is not None:
+            groups.setdefault((s.canonical, "source", src.sha256), []).append((s, src))
+        elif s.canonical in fixes:
+            groups.setdefault((s.canonical, "monkeypatch", ""), []).append((s, None))
+    overlays: dict[str, str] = {}
+    for (canon, how, sha), members in sorted(groups.items(), key=lambda kv: kv[0]):
+        others = sorted(t for t in fixes if t != canon)
+        spec = {
+            **common,
+            "fixed": True,
+            "fixes": others + ([canon] if how == "monkeypatch" else []),
+            "own": canon,
+            "findings": [s.spec_entry() for s, _ in members],
+            "fix_source": "monkeypatch",
+        }
+        src = members[0][1]
+        if src is not None:
+            if sha not in overlays:
+                overlays[sha] = str(src.overlay(overlay_parent))
+            spec.update(
+                fix_source=src.kind,
+                patch_sha256=src.sha256,
+                overlay=overlays[sha],
+                patched=[{"path": p, "module": module_name(p)} for p in sorted(src.files)],
+                lines={
+                    s.finding.fingerprint: src.lines_for(
+                        s.finding.path, s.finding.line, s.finding.end_line or s.finding.line
+                    )
+                    for s, _ in members
+                },
+                links=new_homes(src.patch),
+            )
+        runs.append(spec)
+    return runs, refused
+
+
+def fix_fields(canonical: str, recipe, spec: dict, fx: dict) -> dict:
+    """The record's fix fields: on the fixed side, its own fix (from source, or the
+    monkeypatch) and the others held fixed; on the bug side, the fixes isolating it."""
+    applied = list(fx.get("applied", []))
+    if not spec["fixed"]:
+        return {"isolation": applied}
+    own = spec.get("own", canonical)
+    targets = fx.get("applied_targets") or []
+    others = [a for t, a in zip(targets, applied, strict=False) if t != own]
+    how = spec.get("fix_source", "monkeypatch")
+    out = {"isolation": others, "fix_source": how}
+    if how == "monkeypatch":
+        fixes = recipe.fixes_for(spec["targets"])
+        out["fix"] = fixes[own].description if own in fixes else None
+        return out
+    files = [p["path"] for p in spec.get("patched", [])]
+    what = "the codemod's patch" if how == "codemod" else "the checkout's changes"
+    out["fix"] = f"{what} (sha256 {spec['patch_sha256'][:12]}) to {', '.join(files)}"
+    out["fix_patch_sha256"] = spec["patch_sha256"]
+    out["fix_files"] = files
+    return out
+
+
+def check_overlay(spec: dict) -> list[dict]:
+    """In the child, after set-up: each patched module resolves to the overlay's file (the
+    patched copy), not to the original. Raises RuntimeError when one does not."""
+    import importlib.util
+
+    out = []
+    root = spec["overlay"].rstrip("/") + "/"
+    for p in spec.get("patched", []):
+        spec_ = importlib.util.find_spec(p["module"])
+        origin = getattr(spec_, "origin", None) or ""
+        if not origin.startswith(root):
+            raise RuntimeError(
+                f"the patched {p['path']} is not what Python imports here ({origin or 'absent'})"
+            )
+        out.append({"path": p["path"], "origin": origin})
+    return out
