@@ -203,6 +203,38 @@ def build_parser() -> argparse.ArgumentParser:
     work.add_argument("--source", default="", help="what was audited, for the page's intro")
     _allowlist_arg(work)
 
+    allow = sub.add_parser(
+        "allow",
+        help="append an allowlist entry for a finding (by fingerprint), with its reason",
+        description="Append an allowlist entry for each FINGERPRINT that this run reports "
+        "(`check --format json` lists them). The file keeps everything already in it; the "
+        "write is atomic. An unknown fingerprint is refused (exit 2).",
+    )
+    allow.add_argument("fingerprints", nargs="+", metavar="FINGERPRINT")
+    allow.add_argument("--reason", required=True, help="why the site is safe (required)")
+    allow.add_argument(
+        "--link", help="where the reasoning lives (issue, PR, code line; default: the site)"
+    )
+    allow.add_argument(
+        "--to",
+        metavar="FILE",
+        help="allowlist to append to (default: the first `allowlists` entry in config)",
+    )
+    _add_common_check_args(allow)
+
+    cache = sub.add_parser(
+        "cache",
+        help="show what the cache holds and its size; `cache clean` empties it",
+        description="Without an action: list the cache's release wheels, unpacked sources and "
+        "index, with sizes. `clean [WHAT...]` removes everything, or only a kind (wheels, "
+        "sources, index) or a release (vllm-0.25.1, or vllm for every vLLM release); all is "
+        "rebuilt on demand.",
+    )
+    cache_sub = cache.add_subparsers(dest="action", metavar="ACTION")
+    clean = cache_sub.add_parser("clean", help="remove all, a kind, or a release")
+    clean.add_argument("what", nargs="*", help="kinds or releases to remove (default: all)")
+    clean.add_argument("--dry-run", action="store_true", help="say what would be removed")
+
     rule = sub.add_parser("rule", help="print a rule's page from the rule catalog")
     rule.add_argument(
         "code",

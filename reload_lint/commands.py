@@ -18,8 +18,6 @@ def resolve_targets(args) -> tuple[list[Path], Path]:
     from reload_lint.sources import release_sources
 
     if getattr(args, "vllm", None) or getattr(args, "sglang", None):
-        if args.paths:
-            raise ReloadLintError("give either PATHS or --vllm/--sglang, not both")
         if args.vllm and args.sglang:
             raise ReloadLintError("give one of --vllm and --sglang")
         pkg, version = ("vllm", args.vllm) if args.vllm else ("sglang", args.sglang)
@@ -73,8 +71,14 @@ class Plan:
     base: Path
     only_paths: set[str] | None = None
     release: tuple[str, str] | None = None  # ("vllm", "0.25.1") for --vllm/--sglang
+    # `--vllm X PATH...`: the whole release is indexed and analysed (helpers and oracles
+    # resolve as in a full run); only findings under these base-relative folders or files
+    # are reported
+    narrow: tuple[str, ...] | None = None
 
     def in_scope(self, relpath: str) -> bool:
+        if self.narrow is not None and not _under(relpath, self.narrow):
+            return False
         if self.only_paths is not None:
             return relpath in self.only_paths
         for p in self.paths:
@@ -82,6 +86,31 @@ class Plan:
             if rel is None or rel in (".", "") or relpath == rel or relpath.startswith(rel + "/"):
                 return True
         return False
+
+
+def _under(relpath: str, prefixes) -> bool:
+    return any(p in (".", "") or relpath == p or relpath.startswith(p + "/") for p in prefixes)
+
+
+def _narrow_release(args, root: Path, pkg: str) -> tuple[str, ...] | None:
+    """PATHS given with --vllm/--sglang: folders or files of the release, relative to its
+    root as finding paths are (`vllm/model_executor/layers/quantization`) or to the package
+    (`model_executor/layers/quantization`)."""
+    if not args.paths:
+        return None
+    out = []
+    for p in args.paths:
+        rel = Path(p).as_posix().strip("/")
+        for cand in (rel, f"{pkg}/{rel}"):
+            if cand and ".." not in cand.split("/") and (root / cand).exists():
+                out.append(cand)
+                break
+        else:
+            raise ReloadLintError(
+                f"{p}: no such file or folder in {pkg} {getattr(args, pkg)}'s sources "
+                f"(paths are relative to {root} or to its `{pkg}/` package)"
+            )
+    return tuple(out)
 
 
 def _relposix(path: Path, base: Path) -> str | None:
@@ -101,7 +130,8 @@ def plan_targets(args, cfg: Config) -> Plan:
     paths, base = resolve_targets(args)
     if getattr(args, "vllm", None) or getattr(args, "sglang", None):
         pkg = "vllm" if args.vllm else "sglang"
-        return Plan(paths, base, release=(pkg, args.vllm or args.sglang))
+        narrow = _narrow_release(args, base, pkg)
+        return Plan(paths, base, release=(pkg, args.vllm or args.sglang), narrow=narrow)
     if args.paths and all(p.is_file() for p in paths):
         only: set[str] = set()
         for p in paths:
@@ -245,12 +275,21 @@ def apply_gate(
     full result, before --diff narrows what is reported."""
     from reload_lint.suppress import apply_allowlists, apply_suppressions
 
-    findings = [f for f in result.findings if cfg.rule_enabled(f.path, f.rule)]
+    findings = [
+        f
+        for f in result.findings
+        if cfg.rule_enabled(f.path, f.rule) and (plan.narrow is None or _under(f.path, plan.narrow))
+    ]
     if plan.only_paths is not None:  # located in a named file or passing through one
         from reload_lint.through import through_files
 
         findings = through_files(findings, plan.only_paths)
-    errors = [e for e in result.errors if plan.only_paths is None or e.path in plan.only_paths]
+    errors = [
+        e
+        for e in result.errors
+        if (plan.only_paths is None or e.path in plan.only_paths)
+        and (plan.narrow is None or _under(e.path, plan.narrow))
+    ]
     meta = apply_suppressions(
         findings,
         getattr(result, "suppressions", None) or {},
@@ -547,3 +586,60 @@ __all__ = [
     "cmd_gen_docs",
     "EXIT_ERROR",
 ]
+
+
+def cmd_allow(args) -> int:
+    """Append allowlist entries for findings this run reports, refusing unknown ones."""
+    from reload_lint.allow import append_entries
+
+    cfg = effective_config(args)
+    if args.to:
+        target = Path(args.to)
+    elif cfg.allowlists:
+        target = _config_dir(cfg) / cfg.allowlists[0]
+    else:
+        raise ReloadLintError(
+            "name the allowlist with --to FILE (or set `allowlists` in [tool.reload-lint])"
+        )
+    plan = plan_targets(args, cfg)
+    args.show_suppressed = True
+    configured = [_config_dir(cfg) / a for a in cfg.allowlists]
+    # a configured allowlist that does not exist yet is the one this creates
+    cfg.allowlists = [a for a, p in zip(cfg.allowlists, configured, strict=True) if p.exists()]
+    if target.exists() and target.resolve() not in {p.resolve() for p in configured}:
+        args.allowlist = [*getattr(args, "allowlist", []), str(target)]
+    result = run_engine(args, cfg, plan)
+    out = apply_gate(result, cfg, plan, args, use_baseline=False)
+    everything = [*out.reported, *out.suppressed]
+    by_fp = {f.fingerprint: f for f in everything}
+    unknown = [fp for fp in args.fingerprints if fp not in by_fp]
+    if unknown:
+        raise ReloadLintError(
+            f"unknown fingerprint {unknown[0]}: no finding of this run has it "
+            "(`reload-lint check --format json` lists the fingerprints)"
+        )
+    chosen = [by_fp[fp] for fp in dict.fromkeys(args.fingerprints)]
+    for f in chosen:
+        if f.suppressed is not None:
+            print(
+                f"reload-lint: {f.fingerprint} is already accepted: {f.suppressed}", file=sys.stderr
+            )
+    todo = [f for f in chosen if f.suppressed is None]
+    n = append_entries(target, todo, everything, args.reason, args.link) if todo else 0
+    print(f"reload-lint: appended {n} entr{'ies' if n != 1 else 'y'} to {target}", file=sys.stderr)
+    return EXIT_CLEAN
+
+
+def cmd_cache(args) -> int:
+    """List the cache with sizes, or clean it (all, a kind, or a release)."""
+    from reload_lint.cachedir import clean, describe, human
+    from reload_lint.sources import cache_root
+
+    root = cache_root()
+    if args.action is None:
+        sys.stdout.write(describe(root))
+        return EXIT_CLEAN
+    n, freed = clean(root, args.what, dry_run=args.dry_run)
+    verb = "would remove" if args.dry_run else "removed"
+    print(f"reload-lint: {verb} {n} item{'s' if n != 1 else ''} ({human(freed)}) from {root}")
+    return EXIT_CLEAN
