@@ -57,8 +57,9 @@ def _contract(value: str) -> str:
     return value
 
 
-def _add_common_check_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("paths", nargs="*", help="files or directories to audit (default: .)")
+def _add_common_check_args(p: argparse.ArgumentParser, paths: bool = True) -> None:
+    if paths:
+        p.add_argument("paths", nargs="*", help="files or directories to audit (default: .)")
     p.add_argument(
         "--vllm",
         metavar="VERSION",
@@ -221,6 +222,21 @@ def build_parser() -> argparse.ArgumentParser:
         help="allowlist to append to (default: the first `allowlists` entry in config)",
     )
     _add_common_check_args(allow)
+
+    explain = sub.add_parser(
+        "explain",
+        help="say what the engine decided for every store on PATH:LINE, reported or not",
+        description="For every store on each PATH:LINE (an attribute assignment, setattr, "
+        "register_buffer/register_parameter): the finding it gives, or the fact that decided "
+        "it is safe (registered, view, zero-element, guarded, unread, platform-only, "
+        "allowlisted, ...), a step of another finding's trace, or not reached. Paths are "
+        "relative to the working directory, or with --vllm/--sglang to the release root.",
+    )
+    explain.add_argument("locations", nargs="+", metavar="PATH:LINE")
+    explain.add_argument("--format", default="text", choices=["text", "json"], dest="fmt")
+    # PATH:LINE are not paths to audit: the project (the working directory) or the release is
+    _add_common_check_args(explain, paths=False)
+    _allowlist_arg(explain)
 
     cache = sub.add_parser(
         "cache",

@@ -157,6 +157,7 @@ def run_engine(args, cfg: Config, plan: Plan | None = None):
         cache_dir=Path(args.cache_dir) if getattr(args, "cache_dir", None) else None,
         jobs=getattr(args, "jobs", None),
         only_paths=plan.only_paths,
+        explain=getattr(args, "explain", None),
     )
     rows = [e for e in unanalysed_rows(plan, result) if cfg.rule_enabled(e.path, e.rule)]
     if rows:
@@ -643,3 +644,10 @@ def cmd_cache(args) -> int:
     verb = "would remove" if args.dry_run else "removed"
     print(f"reload-lint: {verb} {n} item{'s' if n != 1 else ''} ({human(freed)}) from {root}")
     return EXIT_CLEAN
+
+
+def cmd_explain(args) -> int:
+    """What the engine decided for every store on PATH:LINE (reload_lint/explain.py)."""
+    from reload_lint.explain import cmd_explain as run
+
+    return run(args)

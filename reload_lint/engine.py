@@ -34,6 +34,8 @@ class RunResult:
     # because another file holds the same module name (file -> that other file)
     analysed: frozenset = frozenset()
     shadowed: dict = field(default_factory=dict)
+    # `reload-lint explain`: what the analysis decided on the asked-for lines (explain.py)
+    explain: dict | None = None
 
 
 def _module_name(rel_parts: tuple[str, ...], pkg_dirs: set[tuple[str, ...]]) -> tuple[str, bool]:
@@ -81,6 +83,7 @@ def run_check(
     cache_dir: Path | None = None,
     jobs: int | None = None,
     only_paths: set[str] | None = None,
+    explain: set[tuple[str, int]] | None = None,
 ) -> RunResult:
     base_dir = Path(base_dir)
     files, errors = discover([Path(p) for p in paths], base_dir, cfg)
@@ -131,7 +134,8 @@ def run_check(
     store.scan(lambda text: _text_facts(text, roots), f"{_FACTS_VERSION}\x1f{roots!r}")
     run_key = deps_key = ""
     cached = None
-    if use_cache:
+    explained: dict | None = {} if explain is not None else None
+    if use_cache and explain is None:  # an explaining run analyses, whatever is kept
         # not the named files: the analysis is the same whichever files pre-commit names (it
         # reports a subset of it), so a directory run and every set of staged files share
         # their results; the named files' own parse errors are added below
@@ -153,11 +157,21 @@ def run_check(
         findings, store_errors, suppressions = cached
     else:
         # what the analysis reads of each record, kept with the result (fine-grained cutoff)
-        reads = Reads() if use_cache else None
-        findings = _analyse(store, files, views, cfg, roots, contract_for, progress, reads)
+        reads = Reads() if use_cache and explain is None else None
+        findings = _analyse(
+            store,
+            files,
+            views,
+            cfg,
+            roots,
+            contract_for,
+            progress,
+            reads,
+            explain=(explain, explained) if explain is not None else None,
+        )
         store_errors = errors[n_discover:]
         suppressions = _suppressions(store, files)
-        if use_cache:
+        if use_cache and explain is None:
             store.put_result(run_key, (findings, store_errors, suppressions))
             store.put_deps_result(deps_key, (findings, store_errors, suppressions), reads)
     if only_paths:
@@ -190,6 +204,7 @@ def run_check(
             for sf in group
             if view[sf.module] is not sf
         },
+        explain=explained,
     )
 
 
@@ -220,7 +235,7 @@ def _named_errors(store, files, only_paths: set[str], have: list[FileError]) -> 
     return [e for e in store.errors[n:] if (e.path, e.rule, e.line, e.message) not in known]
 
 
-def _analyse(store, files, views, cfg, roots, contract_for, progress, reads=None):
+def _analyse(store, files, views, cfg, roots, contract_for, progress, reads=None, explain=None):
     """Index + analysis (a whole-run cache miss): findings selected, sorted, fingerprinted."""
     from reload_lint.analysis.interp import Analyzer
     from reload_lint.index.project import ProjectIndex
@@ -249,6 +264,8 @@ def _analyse(store, files, views, cfg, roots, contract_for, progress, reads=None
             analyzer = Analyzer(
                 index, roots, cfg.all_apply_names(), contract_for, scopes=config_scopes(cfg)
             )
+            if explain is not None:
+                analyzer.explaining = explain[0]
             in_view = set(map(id, view_files))
             seed_modules = sorted(sf.module for sf in seeds if id(sf) in in_view)
             for m in seed_modules:
@@ -262,6 +279,13 @@ def _analyse(store, files, views, cfg, roots, contract_for, progress, reads=None
             for f in analyzer.run(seed_modules):
                 # a file another view reaches too: the first view's finding stands
                 found.setdefault((f.path, f.line, f.rule, f.target), f)
+            if explain is not None:
+                out = explain[1]
+                out.setdefault("judged", []).extend(analyzer.explained)
+                for key, made in analyzer.explain_created.items():
+                    out.setdefault("created", {}).setdefault(key, made)
+                for key, why in analyzer.dropped.items():
+                    out.setdefault("dropped", {}).setdefault(key, why)
             for e in getattr(analyzer, "errors", ()):
                 if all(
                     (e.path, e.line, e.message) != (x.path, x.line, x.message) for x in store.errors

@@ -121,6 +121,9 @@ class CallMixin:
             contract = self.contract_for(fr.path)
             for v in vals:
                 rule = contract.judge_register(v, name)
+                self.note_judged(
+                    fr, line, target, v, (rule, meth) if rule else None, meth, "module"
+                )
                 if meth == "register_parameter":
                     self.note_masking_store(fr, name, v, "module", rule)
                 if rule:

@@ -17,6 +17,7 @@ import itertools
 from reload_lint.analysis import triage
 from reload_lint.analysis import values as V
 from reload_lint.analysis.calls import CallMixin
+from reload_lint.analysis.explainlog import ExplainMixin
 from reload_lint.analysis.exprs import ExprMixin
 from reload_lint.analysis.frame import (
     MODULE_ANNOT_HINTS,
@@ -38,9 +39,12 @@ from reload_lint.rules import RULES
 __all__ = ["Analyzer", "Frame", "RootState"]
 
 
-class Analyzer(ExprMixin, CallMixin, StoreMixin, ReaderMixin, PathFactsMixin, FlagResetMixin):
+class Analyzer(
+    ExprMixin, CallMixin, StoreMixin, ReaderMixin, PathFactsMixin, FlagResetMixin, ExplainMixin
+):
     def __init__(self, index: ProjectIndex, root_names, apply_names, contract_for, scopes=()):
         self.index = index
+        self._explain_init()  # `reload-lint explain` (analysis/explainlog.py); off by default
         self.root_names = set(root_names)
         self.apply_names = set(apply_names)
         self._apply_t = tuple(sorted(self.apply_names))  # the parameter of views that use them

@@ -215,6 +215,7 @@ class StoreMixin:
                 m_attr = r.src.rsplit(".", 1)[-1] if owner == "data" and r.src else attr
                 for v in sorted(vals, key=_new_storage_first):
                     verdict = contract.judge_store(owner, attr, v, buffers, st, fr, holder=m_attr)
+                    self.note_judged(fr, st[1], target, v, verdict, "store", owner)
                     if verdict:
                         rule, why = verdict
                         self.note_masking_store(fr, m_attr, v, owner, rule)
@@ -250,6 +251,9 @@ class StoreMixin:
                     if fr.mode == "apply" and v.kind == V.FRESH and v.src:
                         self.report(fr, "RL201", st, target, v, f"derived from `{v.src}`")
                         break
+                else:
+                    for v in vals:
+                        self.note_judged(fr, st[1], target, v, None, fr.mode, "object")
 
     # ------------------------------------------------------------------ stable aliases
     # An alias of a registered tensor taken after loading (RL107) is an escape only when the
@@ -374,7 +378,7 @@ class StoreMixin:
                 seen_lines.add((s.path, s.line))
                 dedup.append(s)
         rule_meta = RULES[rule]
-        self.findings[key] = Finding(
+        fd = self.findings[key] = Finding(
             rule=rule,
             path=path,
             line=line,
@@ -390,6 +394,7 @@ class StoreMixin:
             fix=contract.fix(rule, shown, v, why),
             backends=list(v.backends),
         )
+        self.note_created(key, fd, (fr.path, st[1]))
         return key
 
 

@@ -1,0 +1,90 @@
+"""What the analysis decided about each store on the lines `reload-lint explain` asks about.
+
+Off by default (`explaining` is None) and then free: every hook returns at its first test.
+When a run explains, the analysis notes, for a store on an asked-for line, each value it judged
+there and the verdict (a rule, or none), and keeps the finding records it created there, so
+that `reload_lint.explain` can say for every store whether it is reported and, if not, which
+fact decided it (registered, view, zero-element, guarded, unread, platform-only, ...).
+"""
+
+from __future__ import annotations
+
+from reload_lint.analysis import values as V
+from reload_lint.analysis.contracts import idempotent_cast
+
+
+class ExplainMixin:
+    explaining: set[tuple[str, int]] | None = None
+
+    def _explain_init(self) -> None:
+        self.explained: list[dict] = []  # one row per judged value on an asked-for line
+        self.explain_created: dict[tuple, object] = {}  # finding key -> first Finding made
+
+    def note_judged(self, fr, line: int, target: str, v, verdict, how: str, owner=None) -> None:
+        if self.explaining is None or (fr.path, line) not in self.explaining:
+            return
+        root = fr.chain[0] if fr.chain else None
+        self.explained.append(
+            {
+                "path": fr.path,
+                "line": line,
+                "target": target,
+                "mode": fr.mode,
+                "owner": owner,
+                "how": how,
+                "kind": getattr(v, "kind", str(v)),
+                "value": getattr(v, "value", None),
+                "src": getattr(v, "src", None),
+                "backends": list(getattr(v, "backends", ()) or ()),
+                "chosen": bool(getattr(v, "chosen", False)),
+                "rule": verdict[0] if isinstance(verdict, tuple) else (verdict or None),
+                "why": verdict[1] if isinstance(verdict, tuple) else None,
+                "safe": safe_reason(v, owner, target) if not verdict else None,
+                "root": f"{root.path}:{root.line} {root.note}" if root else "",
+                "function": fr.func.get("qn", "") if fr.func else "",
+            }
+        )
+
+    def note_created(self, key: tuple, finding, origin: tuple[str, int]) -> None:
+        """A finding record made at `key` for the store at `origin` (a store in a shared
+        helper is reported at its call: the two differ)."""
+        if self.explaining is None:
+            return
+        if (key[0], key[1]) in self.explaining or origin in self.explaining:
+            self.explain_created.setdefault(key, (finding, origin))
+
+
+def safe_reason(v, owner: str | None, target: str = "") -> tuple[str, str]:
+    """(fact, why) for a judged value that is no escape, from what the analysis knows of it
+    (the contract's store judgement returned no rule for it)."""
+    kind = getattr(v, "kind", None)
+    value = getattr(v, "value", None)
+    if value == "empty":
+        return ("zero-element", "a zero-element tensor: no storage to move or free")
+    if idempotent_cast(v, target.rsplit(".", 1)[-1] or None):
+        return ("idempotent", "an idempotent cast of a registered tensor: the same tensor")
+    if kind == V.PARAM:
+        if value == "alias":
+            return ("view", "a Parameter wrapping existing storage: no new storage")
+        return ("registered", "a Parameter registered on the module: copy-back refreshes it")
+    if kind == V.REG:
+        return ("registered", "a registered tensor (Parameter or buffer): copy-back keeps it")
+    if kind == V.VIEW:
+        return ("view", "a view of registered storage, which copy-back refreshes in place")
+    if kind in (V.OBJ, V.MODULE) and value == "rebuilt":
+        if getattr(v, "chosen", False) and not getattr(v, "backends", ()):
+            return (
+                "allocates-nothing",
+                "a rebuilt object whose backends, as the oracle picks them, allocate no "
+                "device tensor",
+            )
+        return ("allocates-nothing", "a rebuilt object that allocates no tensor")
+    if kind == V.FRESH and owner == "module":
+        return ("registered", "assigned to a registered buffer name: copy-back refreshes it")
+    if kind == V.FRESH and owner == "data":
+        return ("registered", "a same-shape `.data =`: copy-back restores the registered storage")
+    if kind in (V.CONTAINER, V.CALLABLE):
+        return ("no-tensor", "holds no tensor created after loading and binds no registered one")
+    if kind == V.FRESH:
+        return ("not-kept", "new storage, but not kept where a captured forward reads it")
+    return ("no-tensor", f"not new device storage (the value is {kind or 'unknown'})")
