@@ -202,6 +202,12 @@ def build_parser() -> argparse.ArgumentParser:
     work.add_argument("--output", "-o", metavar="FILE", help="write here (default: stdout)")
     work.add_argument("--title", default="reload-lint worklist", help="heading of the page")
     work.add_argument("--source", default="", help="what was audited, for the page's intro")
+    work.add_argument(
+        "--include-decided",
+        action="store_true",
+        help="add every RFC storage-identity row with its status, and the sites the engine "
+        "decided safe with their reasons (analyses the tree again; not with --findings)",
+    )
     _allowlist_arg(work)
 
     allow = sub.add_parser(

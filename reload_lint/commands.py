@@ -498,6 +498,12 @@ def cmd_worklist(args) -> int:
 
     evidence = load_evidence(Path(args.evidence)) if args.evidence else {}
     cfg = effective_config(args)
+    decided = getattr(args, "include_decided", False)
+    if decided and args.findings:
+        raise ReloadLintError(
+            "--include-decided analyses the tree; it cannot render a --findings report"
+        )
+    explained = files = None
     if args.findings:
         from reload_lint.render.json_ import load_report
 
@@ -516,7 +522,12 @@ def cmd_worklist(args) -> int:
     else:
         plan = plan_targets(args, cfg)
         args.show_suppressed = True
+        if decided:
+            from reload_lint.analysis.explainlog import EVERYTHING
+
+            args.explain = EVERYTHING
         result = run_engine(args, cfg, plan)
+        explained, files = result.explain, getattr(result, "analysed", None)
         out = apply_gate(result, cfg, plan, args, use_baseline=False)
         live = out.reported
         accepted = [f for f in out.suppressed if f.suppressed.startswith("allowlisted")]
@@ -527,6 +538,10 @@ def cmd_worklist(args) -> int:
     text = render_worklist(
         live, evidence=evidence, accepted=accepted, title=args.title, source=source
     )
+    if explained is not None:
+        from reload_lint.render.worklist_decided import render_decided
+
+        text += render_decided([*live, *accepted], explained, files)
     write_output(text, args.output)
     return EXIT_CLEAN
 

@@ -13,6 +13,18 @@ from reload_lint.analysis import values as V
 from reload_lint.analysis.contracts import idempotent_cast
 
 
+class Everything:
+    """`explaining` for a whole-tree run (`worklist --include-decided`): every line, but only
+    the judgements that kept new storage unreported are noted."""
+
+    def __contains__(self, _item) -> bool:
+        return True
+
+
+EVERYTHING = Everything()
+_NEW_STORAGE = (V.FRESH, V.PARAM, V.OBJ, V.MODULE)
+
+
 class ExplainMixin:
     explaining: set[tuple[str, int]] | None = None
 
@@ -22,6 +34,10 @@ class ExplainMixin:
 
     def note_judged(self, fr, line: int, target: str, v, verdict, how: str, owner=None) -> None:
         if self.explaining is None or (fr.path, line) not in self.explaining:
+            return
+        if self.explaining is EVERYTHING and (
+            verdict or getattr(v, "kind", None) not in _NEW_STORAGE
+        ):
             return
         root = fr.chain[0] if fr.chain else None
         self.explained.append(

@@ -94,3 +94,46 @@ def test_explain_answers_seed_negatives(version, path, fragment):
     for a in answers:
         assert not [d for d in a["decisions"] if d["status"] == "reported"], a
         assert a["decisions"] or a["in_traces"] or a["note"], a
+
+
+@functools.cache
+def _worklist(version: str) -> str:
+    import contextlib
+    import io
+
+    try:
+        release_sources("vllm", version)
+    except SourceError as exc:  # pragma: no cover - offline
+        pytest.skip(f"vLLM {version} sources unavailable: {exc}")
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        assert main(["worklist", "--vllm", version, "--include-decided"]) == 0
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("version,path,target,why", _cases(DECIDED))
+def test_worklist_lists_decided_seed_sites_with_reason(version, path, target, why):
+    decided = _worklist(version).split("## Decided safe by the engine", 1)[1]
+    rows = [r for r in decided.splitlines() if f"`{path}:" in r and f"| `{target}` |" in r]
+    assert rows, f"{path} {target} missing from the decided section"
+    assert all(r.rstrip(" |").split("|")[-1].strip() for r in rows)
+
+
+@pytest.mark.parametrize("version", sorted(POSITIVES))
+def test_worklist_answers_every_rfc_row(version):
+    from reload_lint.render.worklist_decided import RFC_ROWS
+
+    table = _worklist(version).split("## RFC storage-identity rows", 1)[1].split("## Decided")[0]
+    body = [r for r in table.splitlines() if r.startswith("| ") and not r.startswith("| RFC")]
+    assert len(body) == len(RFC_ROWS)
+    statuses = {r.split(" | ")[1]: r.split(" | ")[3] for r in body}
+    known = ("reported", "reported (some stores decided safe)", "reported in traces")
+    known = (*known, "decided safe")
+    assert all(s in (*known, "no store reached", "not in this tree") for s in statuses.values())
+    # a row holding a seed positive of this release is reported
+    from reload_lint.render.worklist_decided import _in_row
+
+    for path, target, _rules in POSITIVES[version]:
+        for row in RFC_ROWS:
+            if _in_row(row, path, target):
+                assert statuses[row.component].startswith("reported"), (row, path, target)
