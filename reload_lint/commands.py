@@ -527,7 +527,7 @@ def cmd_worklist(args) -> int:
 
             args.explain = EVERYTHING
         result = run_engine(args, cfg, plan)
-        explained, files = result.explain, getattr(result, "analysed", None)
+        explained, files = getattr(result, "explain", None), getattr(result, "analysed", None)
         out = apply_gate(result, cfg, plan, args, use_baseline=False)
         live = out.reported
         accepted = [f for f in out.suppressed if f.suppressed.startswith("allowlisted")]
@@ -538,7 +538,7 @@ def cmd_worklist(args) -> int:
     text = render_worklist(
         live, evidence=evidence, accepted=accepted, title=args.title, source=source
     )
-    if explained is not None:
+    if decided and explained is not None:
         from reload_lint.render.worklist_decided import render_decided
 
         text += render_decided([*live, *accepted], explained, files)
@@ -663,6 +663,27 @@ def cmd_cache(args) -> int:
 
 def cmd_explain(args) -> int:
     """What the engine decided for every store on PATH:LINE (reload_lint/explain.py)."""
-    from reload_lint.explain import cmd_explain as run
+    import json
 
-    return run(args)
+    from reload_lint import explain
+
+    specs = list(args.locations)
+    args.paths = []
+    cfg = effective_config(args)
+    plan = plan_targets(args, cfg)
+    package = plan.release[0] if plan.release else None
+    queries = [explain.resolve_query(s, plan.base, package) for s in specs]
+    args.explain = {(q.rel, n) for q in queries for n in q.stmt_lines}
+    result = run_engine(args, cfg, plan)
+    args.show_suppressed = True
+    out = apply_gate(result, cfg, plan, args, use_baseline=False)
+    answers = explain.explain_queries(queries, result, [*out.reported, *out.suppressed])
+    shadowed = getattr(result, "shadowed", None) or {}
+    for a in answers:
+        if a["path"] in shadowed:
+            a["note"] = f"not analysed: `{shadowed[a['path']]}` has the same module name"
+    if args.fmt == "json":
+        write_output(json.dumps({"explain": answers}, indent=2) + "\n", None)
+    else:
+        write_output(explain.render_text(answers), None)
+    return EXIT_CLEAN

@@ -88,7 +88,8 @@ class _Excludes:
 def discover(
     paths: list[Path], base: Path, cfg: Config
 ) -> tuple[list[SourceFile], list[FileError]]:
-    excluded = _Excludes(list(DEFAULT_EXCLUDES) + list(cfg.exclude))
+    patterns = list(DEFAULT_EXCLUDES) + list(cfg.exclude)
+    excluded = _Excludes(patterns)
     includes = list(cfg.include)
     included = None
     if includes:
@@ -98,7 +99,7 @@ def discover(
     out: list[SourceFile] = []
     errors: list[FileError] = []
 
-    def add(p: Path, rel: str | None = None) -> None:
+    def add(p: Path, rel: str | None = None, excluded=excluded) -> None:
         if rel is None:
             rel = _rel(p, base)
         if rel in seen:
@@ -123,12 +124,20 @@ def discover(
                 add(root)  # a FIFO or device named *.py: reading reports it (RL903)
             continue
         visited: set[tuple[int, int]] = set()
+        # a folder named on the command line is audited even where `exclude` covers it (as
+        # ruff does for paths passed explicitly): patterns that match the folder itself or a
+        # folder above it do not apply below it; the rest still do
+        root_rel = _rel(root, base)
+        if root_rel not in (".", "") and excluded(root_rel):
+            excluded = _Excludes([p for p in patterns if not _Excludes([p])(root_rel)])
+        else:
+            excluded = _Excludes(patterns)
 
         def walk_error(exc: OSError, root: Path = root) -> None:
             # a directory os.walk could not list: say so instead of silently skipping it
             where = Path(exc.filename) if exc.filename else root
             rel = _rel(where, base)
-            if excluded(rel):
+            if excluded(rel):  # noqa: B023 (the excluder of this root)
                 return
             if isinstance(exc, FileNotFoundError):
                 why = "directory vanished during the run"
@@ -161,6 +170,6 @@ def discover(
             dirnames[:] = keep
             for name in sorted(filenames):
                 if name.endswith(".py"):
-                    add(d / name, prefix + shown_path(name))
+                    add(d / name, prefix + shown_path(name), excluded)
     out.sort(key=lambda s: s.rel)
     return out, errors

@@ -19,12 +19,11 @@ with the analysis noting its judgements on the asked-for lines (analysis/explain
 from __future__ import annotations
 
 import ast
-import json
 import re
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from reload_lint.analysis.explainlog import fact_of
 from reload_lint.errors import ReloadLintError
 
 STORE_CALLS = {"setattr", "register_buffer", "register_parameter", "replace_parameter"}
@@ -127,30 +126,6 @@ def _stores_of(node: ast.stmt) -> list[str]:
             if name in STORE_CALLS:
                 out.append(ast.unparse(sub)[:120])
     return out
-
-
-_FACTS = (
-    ("run-once", "guarded"),
-    ("copy-or-rebind", "guarded"),
-    ("no apply-time read", "unread"),
-    ("never read", "unread"),
-    ("aliases", "alias"),
-    ("alias", "alias"),
-    ("no cuda graphs", "platform-only"),
-    ("cpu", "platform-only"),
-    ("platform", "platform-only"),
-    ("rocm", "platform-only"),
-    ("never re-runs", "no-update"),
-    ("configured", "scope"),
-)
-
-
-def fact_of(why: str) -> str:
-    low = why.lower()
-    for needle, fact in _FACTS:
-        if needle in low:
-            return fact
-    return "decided"
 
 
 def explain_queries(queries: list[Query], result, gate_findings) -> list[dict]:
@@ -323,31 +298,3 @@ def render_text(answers: list[dict]) -> str:
         if a["note"]:
             out.append(f"  {a['note']}")
     return "\n".join(out) + "\n"
-
-
-def cmd_explain(args) -> int:
-    from reload_lint.commands import apply_gate, effective_config, plan_targets, run_engine
-    from reload_lint.exitcodes import EXIT_CLEAN
-
-    specs = list(args.locations)
-    args.paths = []
-    cfg = effective_config(args)
-    plan = plan_targets(args, cfg)
-    package = plan.release[0] if plan.release else None
-    queries = [resolve_query(s, plan.base, package) for s in specs]
-    args.explain = {(q.rel, n) for q in queries for n in q.stmt_lines}
-    result = run_engine(args, cfg, plan)
-    args.show_suppressed = True
-    if not hasattr(args, "allowlist"):
-        args.allowlist = []
-    out = apply_gate(result, cfg, plan, args, use_baseline=False)
-    answers = explain_queries(queries, result, [*out.reported, *out.suppressed])
-    for q in queries:
-        if getattr(result, "shadowed", None) and q.rel in result.shadowed:
-            ans = next(a for a in answers if a["path"] == q.rel)
-            ans["note"] = f"not analysed: `{result.shadowed[q.rel]}` has the same module name"
-    if args.fmt == "json":
-        sys.stdout.write(json.dumps({"explain": answers}, indent=2) + "\n")
-    else:
-        sys.stdout.write(render_text(answers))
-    return EXIT_CLEAN

@@ -104,3 +104,27 @@ def safe_reason(v, owner: str | None, target: str = "") -> tuple[str, str]:
     if kind == V.FRESH:
         return ("not-kept", "new storage, but not kept where a captured forward reads it")
     return ("no-tensor", f"not new device storage (the value is {kind or 'unknown'})")
+
+
+_FACTS = (
+    ("run-once", "guarded"),
+    ("copy-or-rebind", "guarded"),
+    ("no apply-time read", "unread"),
+    ("never read", "unread"),
+    ("aliases", "alias"),
+    ("alias", "alias"),
+    ("no cuda graphs", "platform-only"),
+    ("cpu", "platform-only"),
+    ("platform", "platform-only"),
+    ("rocm", "platform-only"),
+    ("never re-runs", "no-update"),
+    ("configured", "scope"),
+)
+
+
+def fact_of(why: str) -> str:
+    low = why.lower()
+    for needle, fact in _FACTS:
+        if needle in low:
+            return fact
+    return "decided"

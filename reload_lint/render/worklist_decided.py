@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 from fnmatch import fnmatch
 
-from reload_lint.explain import fact_of
+from reload_lint.analysis.explainlog import fact_of
 
 
 @dataclass(frozen=True)

@@ -161,3 +161,20 @@ def test_vllm_release_narrowed_to_a_folder(capsys):
         assert want and narrowed == want
     assert main([*args, "no/such/folder"]) == 2
     assert "no such file or folder in vllm 0.25.1" in capsys.readouterr().err
+
+
+def test_a_folder_named_on_the_command_line_is_audited_even_if_excluded(project, capsys):
+    """As ruff does for paths passed explicitly: `exclude` keeps `check` clean of the folder,
+    naming the folder audits it; a file named (pre-commit) stays excluded."""
+    (project / "fx").mkdir()
+    (project / "kern.py").rename(project / "fx" / "kern.py")
+    (project / "fx" / "gen").mkdir()
+    (project / "fx" / "gen" / "k2.py").write_text(KERNEL)
+    (project / "pyproject.toml").write_text('[tool.reload-lint]\nexclude = ["fx", "gen"]\n')
+    capsys.readouterr()
+    assert main(["check", "--no-cache"]) == 0
+    capsys.readouterr()
+    assert main(["check", "--no-cache", "--format", "json", "--exit-zero", "fx"]) == 0
+    paths = {f["path"] for f in json.loads(capsys.readouterr().out)["findings"]}
+    assert paths == {"fx/kern.py"}  # `gen` does not match `fx`: it still applies below it
+    assert main(["check", "--no-cache", "fx/kern.py"]) == 0
