@@ -4,6 +4,7 @@ context), closures and partials, and constructors with `self` under construction
 from __future__ import annotations
 
 from reload_lint.analysis import values as V
+from reload_lint.analysis.contracts import reuse_helper
 from reload_lint.analysis.frame import (
     CONTAINER_MUTATORS,
     MAX_DEPTH,
@@ -20,6 +21,7 @@ from reload_lint.analysis.frame import (
 )
 from reload_lint.analysis.values import AV
 from reload_lint.findings import TraceStep
+from reload_lint.index.extract import dotted
 from reload_lint.index.project import TORCH_PARAMETER
 from reload_lint.summaries import torchapi as T
 
@@ -105,6 +107,19 @@ class CallMixin:
         out: tuple = ()
         for c in callee:
             out = V.union(out, self.call_value(fr, c, args, kwargs, line, e))
+        if (
+            func[0] == "a"
+            and func[1][0] == "n"
+            and all(v.kind == V.UNKNOWN for v in out)
+            and all(r.kind == V.UNKNOWN for r in recv)
+            and (any(V.tensorish(a) for a in args) or any(V.tensorish(v) for _, v in kwargs))
+        ):
+            # a function of a local nothing here knows (a library module a helper imports at
+            # run time: `api = get_lib(); api.pack_weight(layer.weight)`) fed tensors: a new
+            # tensor, as for any unknown callee fed tensors
+            src = next((s for s in map(_derived_src, args) if s), "")
+            what = f"unknown callee `{self.render(func)}` assumed to return a new tensor"
+            return self._fresh(fr, line, what, "low", src)
         return out or (V.UNK,)
 
     def method_special(self, fr: Frame, recv, meth, func, args_e, kwargs_e, e):
@@ -306,6 +321,20 @@ class CallMixin:
             )
         return (V.UNK,)
 
+    def reuse_shape(self, mod: str, qn: str, f: dict) -> tuple[str, str] | None:
+        """(current, replacement) parameters of a storage-reuse helper (memoised)."""
+        key = ("reuse-shape", mod, qn)
+        if key not in self._reuse_shapes:
+
+            def callee(fn):
+                d = dotted(fn) if fn[0] in ("n", "a") else None
+                q = self.index.qualify(mod, d) if d else None
+                r = self.index.resolve(q) if q else None
+                return self.index.function(r[1], r[2]) if r and r[0] == "func" else None
+
+            self._reuse_shapes[key] = reuse_helper(f, callee)
+        return self._reuse_shapes[key]
+
     def _closure(self, fr: Frame, f: dict, st) -> AV:
         captures = tuple((n, fr.env[n]) for n in f["free"] if n in fr.env)
         defaults = tuple((n, self.eval(fr, d)) for n, d in f["defaults"])
@@ -399,6 +428,13 @@ class CallMixin:
                 r = self.index.resolve(q) if q else None
                 if r and r[0] == "class":
                     env[p] = (AV(V.CLSSET, cls=f"{r[1]}:{r[2]}"),)
+        reuse = self.reuse_shape(mod, qn, f)
+        if reuse is not None and fr.mode == "post":
+            old = tuple(v for v in env.get(reuse[0], ()) if v.kind != V.NONE)
+            if old and all(v.kind in (V.MATTR, V.REG, V.VIEW) for v in old):
+                # a reuse helper handed what the attribute already holds: on an update that is
+                # the storage it returns, written in place (contracts.reuse_helper)
+                return old
         key = (
             mod,
             qn,

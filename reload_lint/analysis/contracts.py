@@ -322,3 +322,56 @@ def _rooted(e, names: set, via_getattr: bool = False) -> bool:
     if via_getattr and e[0] == "c" and e[1] == ("n", "getattr") and e[2]:
         return _rooted(e[2][0], names)
     return False
+
+
+def reuse_helper(f: dict, callee) -> tuple[str, str] | None:
+    """(current, replacement) when `f` is a storage-reuse helper, else None.
+
+    The shape (`reuse_packed_weight_storage(current, replacement)` in vLLM 0.33.0's
+    utils/b12x.py): it returns `replacement` on some path (no storage yet, or a layout that
+    differs) and, last, returns `current` after copying `replacement` into it (`current.copy_(
+    replacement)`, directly or through a function that does). On an update `current` is what
+    the first load stored, and the same computation gives the same layout: the call returns the
+    existing storage, written in place. `callee(expr)` is the project function a call names.
+    """
+    params = [p for p in f["params"] if p not in ("self", "cls")]
+    rets = [st[4][1] for st in f["body"] if st[0] == "ret" and st[4] and st[4][0] == "n"]
+    if len(params) < 2 or not rets or rets[-1] not in params:
+        return None
+    current = rets[-1]
+    for st in f["body"]:
+        if st[0] != "expr" or st[4][0] != "c":
+            continue
+        c = st[4]
+        args = [a[1] if a[0] == "n" else None for a in c[2]]
+        if c[1][0] == "a" and c[1][2] == "copy_" and c[1][1] == ("n", current) and args:
+            new = args[0]
+        elif current in args:
+            g = callee(c[1])
+            shape = reuse_copies(g) if g else None
+            if shape is None or shape[0] >= len(args) or shape[1] >= len(args):
+                continue
+            if args[shape[0]] != current:
+                continue
+            new = args[shape[1]]
+        else:
+            continue
+        if new in params and new != current and new in rets:
+            return current, new
+    return None
+
+
+def reuse_copies(g: dict) -> tuple[int, int] | None:
+    """(destination, source) positions when function `g` copies its source parameter into its
+    destination parameter (`dst.copy_(src)`, or through a function that does)."""
+    params = list(g["params"])
+    for st in g["body"]:
+        if st[0] != "expr" or st[4][0] != "c":
+            continue
+        c = st[4]
+        args = [a[1] if a[0] == "n" else None for a in c[2]]
+        if c[1][0] == "a" and c[1][2] == "copy_" and c[1][1][0] == "n" and args:
+            dst, src = c[1][1][1], args[0]
+            if dst in params and src in params and dst != src:
+                return params.index(dst), params.index(src)
+    return None

@@ -96,7 +96,8 @@ class Analyzer(
         self.flag_sets: dict[str, dict] = {}
         self._guard_ctx: dict[tuple, list] = {}  # finding key -> guards of each reaching path
         self._resets: dict[str, dict] = {}
-        self._code_resets: dict[tuple, str | None] = {}  # guard -> where code sets it back
+        self._code_resets: dict[tuple, str | None] = {}
+        self._reuse_shapes: dict[tuple, tuple | None] = {}  # storage-reuse helpers (calls.py)  # guard -> where code sets it back
         self._path_modules: dict[str, str] | None = None
         self._ckpt: set[str] | None = None
         self._ffo: dict[str, str | None] = {}

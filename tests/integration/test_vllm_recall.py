@@ -5,6 +5,9 @@
   (`make_fp8_moe_quant_config`'s per-tensor FLASHINFER_CUTLASS/HPC branch).
 - A stale derived copy (0.25.1): FlashInferImpl's `self.sinks = self.sinks.to(torch.float32)`
   is RL201 (0.33.0 copies into the existing copy on updates: no RL201 there).
+- Packed weights from an external library (0.33.0): b12x's `pack_weight` reached through a
+  module a helper imports at run time, stored as a plain layer attribute and read in apply;
+  the kernels that pass the result through `reuse_packed_weight_storage` are not reported.
 - A run-once flag another method sets back (0.33.0, one method added to a copy of the tree):
   HummingMoEMethod's `processed` guard stops being run-once, and its rebuilt kernel is reported
   with a `guard` naming the reset.
@@ -67,6 +70,38 @@ def test_reciprocal_scale_in_fp8_quant_config(path, target):
     text = (root / steps[0].path).read_text().splitlines()[steps[0].line - 1]
     assert "1.0 / a" in text, text
     assert any(f.rule == "RL105" and f.reader for f in hits)
+
+
+# (path, target): library packers' results kept on the layer, rebuilt on every post-load
+EXTERNAL_PACKED = [
+    ("vllm/model_executor/kernels/linear/nvfp4/b12x.py", "layer.b12x_nvfp4_packed_weight"),
+    (f"{Q}/modelopt_block_quant.py", "layer.b12x_block_weight"),
+]
+# the same packers through the storage-reuse helper: written in place on an update
+REUSED = [
+    ("vllm/model_executor/kernels/linear/mxfp8/b12x.py", "layer.b12x_mxfp8_packed_weight"),
+    ("vllm/model_executor/kernels/linear/scaled_mm/b12x.py", "layer.b12x_tensor_fp8_packed_weight"),
+    ("vllm/model_executor/layers/fused_moe/b12x.py", "layer._b12x_prepared_experts"),
+    ("vllm/model_executor/layers/fused_moe/b12x.py", "self._prepared_experts"),
+]
+
+
+@pytest.mark.parametrize("path,target", EXTERNAL_PACKED, ids=[t for _, t in EXTERNAL_PACKED])
+def test_external_packer_result_is_reported(path, target):
+    root, result = _run("0.33.0")
+    hits = [f for f in result.findings if f.path == path and f.target == target]
+    assert hits, f"{path}: no finding on {target}"
+    assert hits[0].rule == "RL101" and hits[0].reader
+    line = (root / path).read_text().splitlines()[hits[0].line - 1]
+    assert "pack_weight" in line or target.split(".")[1] in line, line
+    assert any("pack_weight" in s.note for s in hits[0].trace)
+
+
+@pytest.mark.parametrize("path,target", REUSED, ids=[t for _, t in REUSED])
+def test_reused_packer_result_is_not_reported(path, target):
+    root, result = _run("0.33.0")
+    assert (root / path).is_file()
+    assert not [f for f in result.findings if f.path == path and f.target == target]
 
 
 def test_stale_sinks_copy_is_rl201_on_0251_only():
