@@ -23,7 +23,9 @@ export PYTORCH_NVML_BASED_CUDA_CHECK=1
   echo "findings: $FINDINGS sha256 $(sha256sum "$FINDINGS" | cut -c1-16)"
 } 2>&1 | tee "$OUT/environment.txt"
 start=$(date +%s)
-python3 -m reload_lint.confirm --findings "$FINDINGS" --device cuda --jobs "${JOBS:-6}" \
+# 10 children: the fixed side's spawned children spend most of their ~28 s importing vLLM on one
+# CPU core each (16 cores on the H200 machine); the GPU holds < 0.3 GiB per child
+python3 -m reload_lint.confirm --findings "$FINDINGS" --device cuda --jobs "${JOBS:-10}" \
   --replay-timeout 20 --site-timeout 150 --exit-zero -o "$OUT/evidence.json" \
   --log "$OUT/sweep.log" "$@" > "$OUT/confirm.out" 2>&1
 rc=$?

@@ -54,10 +54,11 @@ def prepare_sources(findings, raw_patches: dict, source_fix: SourceFix | None) -
         got = raw_patches.get(f.fingerprint)
         if got is None:
             continue
-        patch, sha = got
+        patch, sha, label = got
         if patch not in cache:
             try:
                 cache[patch] = from_patch(patch, "codemod", sha)
+                cache[patch].label = label
             except (PatchError, OSError, UnicodeDecodeError) as exc:
                 cache[patch] = (
                     f"the codemod's patch does not apply to the importable sources: {exc}"
@@ -110,6 +111,7 @@ def fixed_runs(
             spec.update(
                 fix_source=src.kind,
                 patch_sha256=src.sha256,
+                patch_label=src.label,
                 overlay=overlays[sha],
                 patched=[{"path": p, "module": module_name(p)} for p in sorted(src.files)],
                 lines={
@@ -141,7 +143,8 @@ def fix_fields(canonical: str, recipe, spec: dict, fx: dict) -> dict:
         return out
     files = [p["path"] for p in spec.get("patched", [])]
     what = "the codemod's patch" if how == "codemod" else "the checkout's changes"
-    out["fix"] = f"{what} (sha256 {spec['patch_sha256'][:12]}) to {', '.join(files)}"
+    label = f"{spec['patch_label']}, " if spec.get("patch_label") else ""
+    out["fix"] = f"{what} ({label}sha256 {spec['patch_sha256'][:12]}) to {', '.join(files)}"
     out["fix_patch_sha256"] = spec["patch_sha256"]
     out["fix_files"] = files
     return out

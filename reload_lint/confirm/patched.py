@@ -259,6 +259,7 @@ class SourceFix:
     files: dict[str, str] = field(default_factory=dict)  # relpath -> patched text
     applied: dict[str, Applied] = field(default_factory=dict)
     root: Path | None = None  # the import root the patch applies to
+    label: str = ""  # the codemod's shape and applicability ("keep, safe")
 
     def lines_for(self, path: str, first: int, last: int) -> list[int] | None:
         a = self.applied.get(path)
@@ -292,14 +293,20 @@ def from_patch(patch: str, kind: str = "codemod", sha256: str | None = None) -> 
     return fix
 
 
-def finding_patch(raw: dict) -> tuple[str, str | None] | None:
-    """(patch, sha256) of a findings-JSON finding's codemod fix (``fix.patch``,
-    ``fix.patch_sha256``; docs/findings.md), if it has one."""
-    fix = raw.get("fix")
-    if isinstance(fix, dict) and isinstance(fix.get("patch"), str) and fix["patch"].strip():
-        return fix["patch"], fix.get("patch_sha256")
-    if isinstance(raw.get("fix_patch"), str) and raw["fix_patch"].strip():
-        return raw["fix_patch"], raw.get("fix_patch_sha256")
+def finding_patch(raw: dict) -> tuple[str, str | None, str] | None:
+    """(patch, sha256, "shape, applicability") of a findings-JSON finding's codemod
+    (``remedy.patch`` / ``remedy.patch_sha256``, or their flat mirrors ``fix_patch`` /
+    ``fix_patch_sha256``; docs/findings.md), if it has one."""
+    remedy = raw.get("remedy") if isinstance(raw.get("remedy"), dict) else {}
+    if not remedy and isinstance(raw.get("fix"), dict):
+        remedy = raw["fix"]
+    label = ", ".join(str(remedy[k]) for k in ("shape", "applicability") if remedy.get(k))
+    patch = remedy.get("patch")
+    if isinstance(patch, str) and patch.strip():
+        return patch, remedy.get("patch_sha256"), label
+    patch = raw.get("fix_patch")
+    if isinstance(patch, str) and patch.strip():
+        return patch, raw.get("fix_patch_sha256"), label
     return None
 
 

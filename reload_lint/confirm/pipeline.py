@@ -123,6 +123,12 @@ def stage_setup(run: Run) -> None:
     from reload_lint.confirm.recipes import get_recipe
 
     run.recipe = get_recipe(run.spec["recipe"])
+    pre = getattr(run.recipe, "preimport", None)
+    if run.spec.get("overlay") and pre is not None:
+        # a spawned child starts bare: import what a forked child inherits from the parent
+        # (runner.confirm's preimport), before set-up installs stand-ins (vLLM probes for the
+        # real packages with find_spec at import time)
+        pre()
     run.recipe.setup(run.spec["device"])
     run.device = torch.device(run.spec["device"])
     run.send("setup", pid=os.getpid())

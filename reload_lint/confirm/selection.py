@@ -52,8 +52,8 @@ def load_findings(path: str | Path) -> list[Finding]:
     return out
 
 
-def load_patches(path: str | Path) -> dict[str, tuple[str, str | None]]:
-    """fingerprint -> (unified diff, sha256) of each finding's codemod fix (``fix.patch``), read
+def load_patches(path: str | Path) -> dict[str, tuple[str, str | None, str]]:
+    """fingerprint -> (unified diff, sha256, label) of each finding's codemod (``remedy``), read
     from the same findings document (already validated by ``load_findings``)."""
     from reload_lint.confirm.patched import finding_patch
 

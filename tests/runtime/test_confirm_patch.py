@@ -60,7 +60,7 @@ def run_with_patch(patch: str | None, **kw):
     f = finding("ScratchKernel.process_weights_after_loading", "self.workspace")
     opts = Options(device="cpu", replay_timeout=4.0, recipe_modules=(MOD,))
     if patch is not None:
-        opts.patches = {f.fingerprint: (patch, sha256_text(patch))}
+        opts.patches = {f.fingerprint: (patch, sha256_text(patch), "keep, safe")}
     for k, v in kw.items():
         setattr(opts, k, v)
     recs = confirm([f], opts)
@@ -76,6 +76,7 @@ def test_codemod_patch_makes_the_fixed_side_green_in_an_isolated_run():
     assert fixed.fix_source == "codemod"
     assert fixed.fix_patch_sha256 == sha256_text(patch)
     assert fixed.fix_files == [fk.PATH]
+    assert "keep, safe" in fixed.fix
     # the site's own monkeypatch was not applied; the sibling target is held fixed, and named
     assert not any("workspace" in i for i in fixed.isolation)
     assert any("layer.sort_idx" in i for i in fixed.isolation)
@@ -161,6 +162,16 @@ def test_from_patch_refuses_a_wrong_hash_and_a_file_off_the_path():
         from_patch(patch, sha256="0" * 64)
     with pytest.raises(PatchError, match="not on the import path"):
         from_patch(patch.replace(fk.PATH, "nowhere/x.py"))
+
+
+def test_finding_patch_reads_the_remedy_and_its_flat_mirror():
+    from reload_lint.confirm.patched import finding_patch
+
+    remedy = {"patch": "P", "patch_sha256": "S", "shape": "keep", "applicability": "safe"}
+    assert finding_patch({"remedy": remedy}) == ("P", "S", "keep, safe")
+    assert finding_patch({"fix_patch": "P", "fix_patch_sha256": "S"}) == ("P", "S", "")
+    assert finding_patch({"remedy": {**remedy, "patch": None}, "fix": "text"}) is None
+    assert finding_patch({"fix": "register as buffer: ..."}) is None
 
 
 def test_new_homes_reads_registrations_from_added_lines():
