@@ -462,6 +462,9 @@ class RunCase:
 
 
 BASELINE_OK = json.dumps({"version": 1, "entries": []})
+CONFIRM_FINDINGS = json.dumps(
+    {"findings": [{"rule": "RL101", "path": "vllm/layer.py", "line": 1, "fingerprint": "ab" * 10}]}
+)
 RUN_CASES: list[RunCase] = [
     RunCase("missing-path", {}, ("check", "nope"), "nope: no such file or directory"),
     RunCase(
@@ -578,6 +581,18 @@ RUN_CASES: list[RunCase] = [
         {"f.json": b"\xff\n"},
         ("confirm", "--findings", "f.json", "-o", "e.json"),
         "f.json: cannot read findings: not valid UTF-8",
+    ),
+    RunCase(
+        "confirm-source-not-a-checkout",
+        {"f.json": CONFIRM_FINDINGS, "src/README.md": "not vllm\n"},
+        ("confirm", "--findings", "f.json", "--source", "src", "-o", "e.json"),
+        "--source src: not a vllm checkout (no vllm/__init__.py)",
+    ),
+    RunCase(
+        "confirm-source-no-version",
+        {"f.json": CONFIRM_FINDINGS, "src/vllm/__init__.py": ""},
+        ("confirm", "--findings", "f.json", "--source", "src", "-o", "e.json"),
+        "--source src: cannot read its vllm version",
     ),
 ]
 
