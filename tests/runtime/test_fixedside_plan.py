@@ -1,0 +1,121 @@
+"""Planning the fixed side and rendering it: one run per site, the build's other targets named;
+the page's figures by fix source; the worklist's Fix cell. No child process runs here."""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from pathlib import Path
+
+from reload_lint.confirm.fixedside import fixed_runs, prepare_sources
+from reload_lint.confirm.patched import sha256_text
+from reload_lint.confirm.report_fix import diff_section, fixed_cell, headline
+from reload_lint.findings import Finding
+from reload_lint.render.worklist_fix import fix_cell
+
+PATH = "tests/runtime/fixture_kernels.py"
+
+
+@dataclass
+class FakeFix:
+    description: str
+
+
+@dataclass
+class FakeSite:
+    finding: Finding
+    canonical: str
+
+    def spec_entry(self) -> dict:
+        return {"fingerprint": self.finding.fingerprint, "canonical": self.canonical}
+
+
+def _finding(fp: str, target: str, line: int) -> Finding:
+    return Finding("RL102", PATH, line, 1, line, "ScratchKernel.m", target, "m", fingerprint=fp)
+
+
+def _patch() -> str:
+    src = Path(__file__).with_name("fixture_kernels.py").read_text()
+    new = src.replace("IN, OUT, GROUP = 16, 8, 4", "IN, OUT, GROUP = 16, 8, 4  # patched")
+    return "".join(
+        difflib.unified_diff(src.splitlines(True), new.splitlines(True), f"a/{PATH}", f"b/{PATH}")
+    )
+
+
+def test_one_run_per_site_own_fix_from_source_others_named(tmp_path):
+    ws = FakeSite(_finding("a" * 20, "self.workspace", 84), "self.workspace")
+    idx = FakeSite(_finding("b" * 20, "layer.sort_idx", 85), "layer.sort_idx")
+    green = FakeSite(_finding("c" * 20, "self.other", 86), "self.other")
+    patch = _patch()
+    sources = prepare_sources(
+        [ws.finding, idx.finding], {ws.finding.fingerprint: (patch, None, "keep, safe")}, None
+    )
+    fixes = {"self.workspace": FakeFix("ws"), "layer.sort_idx": FakeFix("idx")}
+    common = {"recipe": "r", "targets": {}, "preconditions": []}
+    runs, refused = fixed_runs(
+        common, [ws, idx, green], fixes, {"a" * 20, "b" * 20}, sources, tmp_path
+    )
+    assert refused == []
+    by_own = {r["own"]: r for r in runs}
+    assert set(by_own) == {"self.workspace", "layer.sort_idx"}  # the green site gets no run
+    src_run, mp_run = by_own["self.workspace"], by_own["layer.sort_idx"]
+    assert src_run["fix_source"] == "codemod" and src_run["fixes"] == ["layer.sort_idx"]
+    assert src_run["patch_sha256"] == sha256_text(patch) and src_run["patch_label"] == "keep, safe"
+    assert Path(src_run["overlay"], PATH).read_text().count("# patched") == 1
+    assert mp_run["fix_source"] == "monkeypatch"
+    assert mp_run["fixes"] == ["self.workspace", "layer.sort_idx"]  # others, then its own
+
+
+def test_a_patch_that_does_not_apply_is_refused_not_replaced(tmp_path):
+    ws = FakeSite(_finding("a" * 20, "self.workspace", 84), "self.workspace")
+    bad = _patch().replace("IN, OUT, GROUP", "IN, OUT, GRP")
+    sources = prepare_sources([ws.finding], {ws.finding.fingerprint: (bad, None, "")}, None)
+    runs, refused = fixed_runs(
+        {"targets": {}}, [ws], {"self.workspace": FakeFix("ws")}, {"a" * 20}, sources, tmp_path
+    )
+    assert runs == [] and len(refused) == 1 and "does not apply" in refused[0][1]
+
+
+def _rec(fp, fixed, verdict, **kw):
+    base = {"fingerprint": fp, "fixed": fixed, "verdict": verdict, "path": PATH, "line": 84}
+    return {**base, "target": "self.workspace", "recipe": "r", "reason": "x", **kw}
+
+
+def test_page_counts_by_fix_source_and_shows_the_proved_diff():
+    patch = _patch()
+    sha = sha256_text(patch)
+    ev = [
+        _rec("a" * 20, False, "red", tier="replay", failure="livelock"),
+        _rec("a" * 20, True, "green", tier="replay", fix_source="codemod", fix_patch_sha256=sha),
+        _rec("b" * 20, False, "red", tier="replay", failure="stale read"),
+        _rec("b" * 20, True, "red", tier="replay", fix_source="monkeypatch"),
+    ]
+    sites = {
+        "a" * 20: (ev[0], ev[1], []),
+        "b" * 20: (ev[2], ev[3], []),
+    }
+    head = "\n".join(headline(ev, sites))
+    assert "codemod: 1 green; monkeypatch: 1 red" in head
+    assert (
+        "(no precondition): 2 sites; green with the codemod's patch, each in an isolated run: 1"
+        in head
+    )
+    assert fixed_cell(ev[1]) == f"green (codemod {sha[:8]})"
+    page = "\n".join(diff_section([{"fingerprint": "a" * 20, "fix_patch": patch}], ev))
+    assert "```diff" in page and "# patched" in page and sha in page
+
+
+def test_worklist_fix_cell_links_the_component_diff(tmp_path):
+    (tmp_path / "patches").mkdir()
+    (tmp_path / "patches" / "ScratchKernel.diff").write_text("--- a\n")
+    fs = [_finding("a" * 20, "self.workspace", 84), _finding("b" * 20, "layer.sort_idx", 85)]
+    fixed = {
+        "a" * 20: [_rec("a" * 20, True, "green", fix_source="codemod")],
+        "b" * 20: [_rec("b" * 20, True, "red", fix_source="codemod", failure="stale read")],
+    }
+    cell = fix_cell("ScratchKernel", fs, fixed, tmp_path / "patches", tmp_path / "w.md")
+    assert cell == (
+        "[ScratchKernel.diff](patches/ScratchKernel.diff): codemod green 1/2, red 1/2 "
+        "(line 85 red stale read)"
+    )
+    assert fix_cell("Other", fs[:0], {}, tmp_path / "patches", None) == "-"
