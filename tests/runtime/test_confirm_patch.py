@@ -248,3 +248,107 @@ def test_source_without_compiled_ops_importable_exits_2(tmp_path):
     out = _confirm_source(tmp_path, branch, installed)
     assert out.returncode == 2
     assert "no compiled ops" in out.stderr
+
+
+LAYER = """import torch
+
+
+def weight_loader(param, loaded):
+    param.data.copy_(loaded)
+
+
+class Method:
+    def create_weights(self, layer, n_in, n_out):
+        w = torch.nn.Parameter(torch.empty(n_out, n_in), requires_grad=False)
+        s = torch.nn.Parameter(torch.empty(n_out), requires_grad=False)
+        w.weight_loader = weight_loader
+        s.weight_loader = weight_loader
+        layer.register_parameter("weight", w)
+        layer.register_parameter("weight_scale", s)
+
+    def process_weights_after_loading(self, layer):
+        layer.w_t = (layer.weight.data * layer.weight_scale.data[:, None]).t().contiguous()
+
+    def apply(self, layer, x):
+        return x @ layer.w_t
+"""
+KEEP_W_T = """        w_t = (layer.weight.data * layer.weight_scale.data[:, None]).t().contiguous()
+        if getattr(layer, "w_t", None) is not None:
+            layer.w_t.copy_(w_t)
+        else:
+            layer.w_t = w_t
+"""
+RECIPE = """import torch
+
+from reload_lint.confirm.recipes import Built, Recipe, register
+
+
+class Layer(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        from vllm.int8 import Method  # the checkout's module on the fixed side
+
+        self.quant_method = Method()
+        self.quant_method.create_weights(self, 8, 4)
+
+    def forward(self, x):
+        return self.quant_method.apply(self, x)
+
+
+@register
+class Int8(Recipe):
+    name = "stand-in-int8"
+    paths = ("vllm/int8.py",)
+    classes = ("Method",)
+
+    def construct(self, device):
+        layer = Layer()
+        return Built(model=layer, layer=layer, forward=layer)
+
+    def checkpoint(self, seed, device):
+        g = torch.Generator().manual_seed(seed)
+        return {"weight": torch.randn(4, 8, generator=g), "weight_scale": torch.rand(4, generator=g)}
+
+    def example_input(self, device):
+        return torch.randn(3, 8, generator=torch.Generator().manual_seed(5))
+"""
+
+
+def test_source_dir_fixed_side_runs_the_checkout_and_says_so(tmp_path):
+    installed = _tree(tmp_path / "site", "0.25.1")
+    (installed / "vllm" / "__init__.py").write_text("")
+    (installed / "vllm" / "int8.py").write_text(LAYER)
+    branch = _tree(tmp_path / "branch", "0.25.1", ops=False)
+    (branch / "vllm" / "__init__.py").write_text("")
+    store = "        layer.w_t = (layer.weight.data * layer.weight_scale.data[:, None]).t().contiguous()\n"
+    (branch / "vllm" / "int8.py").write_text(LAYER.replace(store, KEEP_W_T))
+    (tmp_path / "rec").mkdir()
+    (tmp_path / "rec" / "int8_recipe.py").write_text(RECIPE)
+    line = LAYER.splitlines().index(store.rstrip("\n")) + 1
+    f = {
+        "rule": "RL101",
+        "path": "vllm/int8.py",
+        "line": line,
+        "symbol": "Method.process_weights_after_loading",
+        "target": "layer.w_t",
+        "fingerprint": "cd" * 10,
+    }
+    (tmp_path / "f.json").write_text(json.dumps({"findings": [f]}))
+    out = subprocess.run(
+        [sys.executable, "-m", "reload_lint", "confirm", "--findings", "f.json", "--recipes"]
+        + ["int8_recipe", "--source", str(branch), "-o", "e.json"],
+        env={"PYTHONPATH": f"{ROOT}:{installed}:{tmp_path / 'rec'}", "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=600,
+    )
+    assert out.returncode == 1, out.stderr  # red on the bug side
+    doc = json.loads((tmp_path / "e.json").read_text())
+    by_side = {r["fixed"]: r for r in doc["evidence"]}
+    assert by_side[False]["verdict"] == "red", by_side[False]["reason"]
+    fixed = by_side[True]
+    assert fixed["verdict"] == "green", fixed["reason"]
+    assert fixed["fix_source"] == "source" and fixed["fix_files"] == ["vllm/int8.py"]
+    assert doc["environment"]["source"]["source_version"] == "0.25.1"
+    assert "fixed side from source: 1 green" in out.stderr
