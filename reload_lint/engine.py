@@ -7,16 +7,20 @@ records are cached by content hash (reload_lint/cache.py).
 
 from __future__ import annotations
 
+import ast
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from reload_lint import cache as cachemod
+from reload_lint.analysis import reloadfacts
 from reload_lint.analysis.contracts import CONTRACT_NAMES, make_contract
 from reload_lint.config import Config, path_matches
 from reload_lint.discover import SourceFile, discover
 from reload_lint.errors import ReloadLintError
 from reload_lint.findings import FileError, Finding, compute_fingerprints
+from reload_lint.fsutil import read_regular
 from reload_lint.index.deps import Reads
 from reload_lint.progress import Progress
 
@@ -70,8 +74,61 @@ def detect_codebase(files: Iterable[SourceFile]) -> str | None:
     return None
 
 
+_ENGINE_IMPORT = re.compile(rb"^[ \t]*(?:from|import)[ \t]+(vllm|sglang)\b", re.M)
+_PWAL = "process_weights_after_loading"
+
+
 def auto_contract(files: Iterable[SourceFile]) -> str:
-    return "inplace-only" if detect_codebase(files) == "sglang" else "vllm-layerwise"
+    """A release tree's own contract; for an out-of-tree package (docs/contracts.md,
+    "Choosing a contract"): `inplace-only` when it imports SGLang and not vLLM, or when its
+    own code re-runs post-load on live modules (a call to `process_weights_after_loading`
+    outside a method of that name: nothing copies back after it); else `vllm-layerwise`,
+    with the reload facts of the newest vLLM release (analysis/reloadfacts.py)."""
+    files = list(files)
+    top = detect_codebase(files)
+    if top is not None:
+        return "inplace-only" if top == "sglang" else "vllm-layerwise"
+    engines: set[bytes] = set()
+    reruns = False
+    for sf in files:
+        data = read_regular(sf.path)
+        if data is None:  # not a regular file: the record store reports it (RL903)
+            continue
+        engines.update(_ENGINE_IMPORT.findall(data))
+        if not reruns and _PWAL.encode() + b"(" in data:
+            reruns = _reruns_post_load(data)
+    if engines == {b"sglang"} or reruns:
+        return "inplace-only"
+    return "vllm-layerwise"
+
+
+def _reruns_post_load(data: bytes) -> bool:
+    """Whether the file drives post-load itself: a loop over a model's modules
+    (`.modules()`, `.named_modules()`, `.children()`) that calls `process_weights_after_loading`
+    (a package's own update path re-running post-load on live parameters; a post-load that
+    delegates to a kernel's post-load is not one)."""
+    try:
+        tree = ast.parse(data)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    for loop in ast.walk(tree):
+        if not isinstance(loop, (ast.For, ast.AsyncFor)):
+            continue
+        it = loop.iter
+        if not (
+            isinstance(it, ast.Call)
+            and isinstance(it.func, ast.Attribute)
+            and it.func.attr in ("modules", "named_modules", "children", "named_children")
+        ):
+            continue
+        for node in ast.walk(loop):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == _PWAL
+            ):
+                return True
+    return False
 
 
 def run_check(
@@ -102,7 +159,9 @@ def run_check(
         raise ReloadLintError(
             f"unknown reload contract `{contract_name}` (known: {', '.join(CONTRACT_NAMES)})"
         )
-    contracts = {n: make_contract(n, cfg.preserving_helpers) for n in CONTRACT_NAMES}
+    # what the tree's own reload code does (a vLLM tree: read from it; else the newest)
+    facts = reloadfacts.detect(files)
+    contracts = {n: make_contract(n, cfg.preserving_helpers, facts) for n in CONTRACT_NAMES}
     # checked up front: contract_for runs inside the analysis, which survives odd statements
     for pp in cfg.per_path:
         if pp.contract and pp.contract not in contracts:
@@ -139,7 +198,7 @@ def run_check(
         # not the named files: the analysis is the same whichever files pre-commit names (it
         # reports a subset of it), so a directory run and every set of staged files share
         # their results; the named files' own parse errors are added below
-        key_parts = (_config_key(cfg), contract_name)
+        key_parts = (_config_key(cfg), f"{contract_name}\x1f{facts.key()}")
         run_key = store.run_key(*key_parts)
         cached = store.get_result(run_key)
         if cached is None:

@@ -7,6 +7,9 @@ A symlinked target (a baseline shared between checkouts) is written through: the
 link and the file it points at gets the new bytes. The target keeps its permission bits; a
 new file gets the ones the umask allows, as open() would give it. A target that is not a
 regular file (a device such as /dev/null, a FIFO, a terminal) is written to directly.
+
+`read_regular` is the read side for code that peeks at audited files outside the record store
+(the reload facts, the contract auto-detection): regular files only, never blocking.
 """
 
 from __future__ import annotations
@@ -69,3 +72,26 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         if isinstance(exc, OSError):
             raise ReloadLintError(f"{shown}: cannot write: {exc.strerror or exc}") from None
         raise
+
+
+def read_regular(path, limit: int = 8 * 1024 * 1024) -> bytes | None:
+    """The bytes of a regular file of at most `limit` bytes, else None (a FIFO or device named
+    *.py, a directory, a missing or unreadable path). Opened non-blocking and checked on the
+    descriptor, so a FIFO can never hang the caller."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
+            return None
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)

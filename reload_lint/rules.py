@@ -76,8 +76,9 @@ RULES: dict[str, Rule] = {
             "RL109",
             "registration-moves-storage",
             "error",
-            "Under an in-place-only reload contract, registering or rebinding a new "
-            "Parameter/buffer moves storage on every update.",
+            "Where nothing is copied back (an in-place-only reload contract, a deferred "
+            "layer's post-load), registering or rebinding a new Parameter/buffer moves storage "
+            "on every update.",
         ),
         Rule(
             "RL201",

@@ -4,7 +4,7 @@ context), closures and partials, and constructors with `self` under construction
 from __future__ import annotations
 
 from reload_lint.analysis import values as V
-from reload_lint.analysis.contracts import reuse_helper
+from reload_lint.analysis.contracts import STALE_WHY, reuse_helper
 from reload_lint.analysis.frame import (
     CONTAINER_MUTATORS,
     MAX_DEPTH,
@@ -134,15 +134,23 @@ class CallMixin:
                 AV(V.REG, src=target, value=name) if v.kind in V.TENSORISH else v for v in vals
             )
             contract = self.contract_for(fr.path)
+            deferred = self.deferred_root(fr)
+            persistent = _persistent(args_e, kwargs_e) if meth == "register_buffer" else True
             for v in vals:
-                rule = contract.judge_register(v, name)
+                dfr = deferred and _deferred_kind(fr, v)
+                rule = contract.judge_register(v, name, deferred=dfr, persistent=persistent)
                 self.note_judged(
                     fr, line, target, v, (rule, meth) if rule else None, meth, "module"
                 )
                 if meth == "register_parameter":
                     self.note_masking_store(fr, name, v, "module", rule)
                 if rule:
-                    self.report(fr, rule, ("expr", line, 1, line), target, v, meth)
+                    why = meth
+                    if rule == "RL201":
+                        why = STALE_WHY.format(src=v.src)
+                    elif dfr:
+                        why = f"{meth} on a deferred layer's post-load (no copy-back)"
+                    self.report(fr, rule, ("expr", line, 1, line), target, v, why)
                     break
             return (V.NON,)
         if meth in CONTAINER_MUTATORS:
@@ -773,3 +781,25 @@ def _top_block(body) -> tuple | None:
         if where:
             return tuple(where)[:1]
     return None
+
+
+def _persistent(args_e, kwargs_e) -> bool | None:
+    """`register_buffer(name, t, persistent)`'s flag: True by default, None when not a literal."""
+    e = next((v for k, v in kwargs_e if k == "persistent"), None)
+    if e is None and len(args_e) >= 3:
+        e = args_e[2]
+    if e is None:
+        return True
+    if e == ("n", "False"):
+        return False
+    if e == ("n", "True"):
+        return True
+    return None
+
+
+def _deferred_kind(fr: Frame, v: AV) -> bool:
+    """Whether a store of `v` in a deferred layer's post-load is judged without copy-back: a
+    new buffer anywhere on its path; a new Parameter only in the post-load's own body (a
+    helper such as vLLM 0.33's `replace_parameter` rebinds only when no Parameter is there
+    yet, and the reload puts the previous pass's Parameter back before running it)."""
+    return v.kind != V.PARAM or len(fr.stack) == 1

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from reload_lint.analysis import triage
 from reload_lint.analysis import values as V
 from reload_lint.analysis.frame import _allocates
+from reload_lint.analysis.reloadfacts import NEWEST, ReloadFacts
 from reload_lint.analysis.values import AV
 from reload_lint.summaries.torchapi import SHAPE_CHANGING
 
@@ -105,6 +106,23 @@ RESET_HOOKS: dict[str, tuple[str, ...]] = {
 class Contract:
     name: str
     preserving: frozenset = field(default_factory=frozenset)
+    # what the audited tree's reload code does (analysis/reloadfacts.py); `vllm-layerwise` only
+    facts: ReloadFacts = NEWEST
+
+    @property
+    def layerwise(self) -> bool:
+        return self.name == "vllm-layerwise"
+
+    @property
+    def stale_nonpersistent(self) -> bool:
+        """Whether copy-back skips non-persistent buffers (their values stay the first load's)."""
+        return self.layerwise and not self.facts.nonpersistent_copied
+
+    @property
+    def deferred_bases(self) -> tuple[str, ...]:
+        """Class names whose own post-load the reload runs last, on live tensors, with no
+        copy-back (vLLM's deferred attention layers)."""
+        return self.facts.deferred_bases if self.layerwise else ()
 
     @property
     def reset_flags(self) -> tuple[tuple[str, str], ...]:
@@ -132,11 +150,24 @@ class Contract:
 
     # store judgement -------------------------------------------------------------------
     def judge_store(
-        self, owner: str, attr: str, v: AV, buffers: set[str], st, fr, holder: str | None = None
+        self,
+        owner: str,
+        attr: str,
+        v: AV,
+        buffers: set[str],
+        st,
+        fr,
+        holder: str | None = None,
+        *,
+        deferred: bool = False,
+        none_buffers=(),
+        nonpersistent=(),
     ):
         """owner: module | object | held | data (then `holder` is the attribute whose `.data`
-        is written). Returns (rule, why) or None."""
-        inplace = self.name == "inplace-only"
+        is written). `deferred`: the store is on a layer whose own post-load the reload runs
+        with no copy-back (judged as in place only); `none_buffers`: buffer names registered
+        only as None, `nonpersistent` only with `persistent=False`. Returns (rule, why) or None."""
+        inplace = self.name == "inplace-only" or deferred
         if v.value == "empty" and (v.kind == V.PARAM or (v.kind == V.FRESH and owner != "data")):
             # a zero-element tensor (`torch.empty(0)`), registered or not: it has no storage,
             # so there is no address to move or free under a captured graph (`p.data =` one
@@ -201,6 +232,12 @@ class Contract:
             if k == V.FRESH:
                 if attr in buffers:
                     if not inplace:
+                        if attr in none_buffers and self.facts.none_buffer_breaks:
+                            # not recorded at construction: the reload deletes the buffer,
+                            # this assignment then makes a plain attribute (reloadfacts.py)
+                            return ("RL101", "a buffer registered as None, plain on a reload")
+                        if attr in nonpersistent and _stale_derived(v, self):
+                            return ("RL201", STALE_WHY.format(src=v.src))
                         return None
                     # Module.__setattr__ puts it in _buffers: a new buffer storage
                     return ("RL109", "assigning to a buffer name registers a new buffer")
@@ -221,10 +258,23 @@ class Contract:
             return ("RL107", "registered tensor bound on an object before copy-back")
         return None
 
-    def judge_register(self, v: AV, name: str | None = None) -> str | None:
-        if self.name != "inplace-only":
-            return None
+    def judge_register(
+        self,
+        v: AV,
+        name: str | None = None,
+        *,
+        deferred: bool = False,
+        persistent: bool | None = True,
+    ) -> str | None:
+        """`register_parameter` / `register_buffer(name, v)` on post-load. `deferred`: on a
+        layer whose own post-load runs with no copy-back; `persistent`: the buffer's
+        `persistent=` (None when not a literal)."""
         if v.value == "empty" or idempotent_cast(v, name):
+            return None
+        if self.name != "inplace-only" and not deferred:
+            if persistent is False and _stale_derived(v, self):
+                # copy-back skips it: the registered storage keeps the first load's values
+                return "RL201"
             return None
         if v.kind == V.FRESH or (v.kind == V.PARAM and v.value in ("fresh", "cast")):
             return "RL109"
@@ -236,7 +286,19 @@ class Contract:
 
     def fix(self, rule: str, target: str, v: AV, why: str) -> str:
         """The one-line fix that applies to this store under this contract."""
-        return triage.fix_for(rule, target, v, why, self.name == "inplace-only")
+        return triage.fix_for(
+            rule, target, v, why, self.name == "inplace-only", self.stale_nonpersistent
+        )
+
+
+STALE_WHY = "derived from `{src}`; the reload's copy-back skips non-persistent buffers"
+
+
+def _stale_derived(v: AV, contract: Contract) -> bool:
+    """A new tensor derived from a registered one, bound to a non-persistent buffer where the
+    reload's copy-back skips those: the buffer keeps the first load's values. A dtype cast is
+    left out (of a tensor already of that dtype it returns the tensor itself: an alias)."""
+    return contract.stale_nonpersistent and v.kind == V.FRESH and bool(v.src) and v.value != "cast"
 
 
 def _aliases(v: AV) -> bool:
@@ -272,10 +334,15 @@ def judge_param_on_module(v: AV, inplace: bool, attr: str | None = None):
     return None
 
 
-def make_contract(name: str, preserving=()) -> Contract:
-    """The named contract, knowing its built-in helpers plus `preserving` (from config)."""
+def make_contract(name: str, preserving=(), facts: ReloadFacts | None = None) -> Contract:
+    """The named contract, knowing its built-in helpers plus `preserving` (from config), and
+    the reload facts of the audited tree (analysis/reloadfacts.py; default: the newest)."""
     names = [*BUILTIN_PRESERVING.get(name, ()), *preserving]
-    return Contract(name=name, preserving=frozenset(n.strip() for n in names if n.strip()))
+    return Contract(
+        name=name,
+        preserving=frozenset(n.strip() for n in names if n.strip()),
+        facts=facts or NEWEST,
+    )
 
 
 def copy_or_rebind_shape(f: dict) -> list[str]:

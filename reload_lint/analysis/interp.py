@@ -71,6 +71,9 @@ class Analyzer(
         self._holder_walks: dict[tuple, tuple] = {}  # (class, on self) -> (reached, gaps)
         self.cache_modules: list[str] = []  # modules with first-use caches (RL201 candidates)
         self._buffers: set[str] | None = None
+        self._none_buffers: frozenset = frozenset()
+        self._np_buffers: frozenset = frozenset()
+        self._deferred: dict[tuple, bool] = {}
         self.oracles = Oracles(index)  # class-valued attributes chosen by an oracle
         self._class_regs: dict[str, tuple[frozenset, frozenset]] = {}
         self._builders: list[tuple[str, str]] | None = None  # (module class, class it builds)

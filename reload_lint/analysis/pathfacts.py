@@ -18,7 +18,9 @@ update, and whether the same root breaks the next load loudly.
   (`inplace-only`), a root that deletes a checkpoint Parameter, re-binds it to a new
   `nn.Parameter` without a `weight_loader`, or reshapes it through `.data` (with no
   `restore_weights_before_loading` to undo that) makes the next update fail before any graph
-  replays: every finding of that root gets a `masked` text.
+  replays: every finding of that root gets a `masked` text. Under `vllm-layerwise` only a
+  plain tensor left under a deleted checkpoint Parameter's name masks, and only where the
+  tree's reload does not delete such attributes first (`ReloadFacts.restore_deletes_plain`).
 
 Mixed into Analyzer (analysis/interp.py).
 """
@@ -442,11 +444,14 @@ class PathFactsMixin:
         events: list[tuple[object, str]] = []  # (root block, why)
         ckpt = self.checkpoint_names()
         gone = sorted(a for a in state.deleted if a in ckpt)
-        if self.contract_for(path).restores_params:
+        contract = self.contract_for(path)
+        if contract.restores_params:
             # vLLM re-registers the recorded checkpoint Parameters before a reload
             # (`restore_layer_on_meta`): only a plain attribute left under a deleted
-            # Parameter's name breaks that (`register_parameter` raises "already exists")
-            for attr in gone:
+            # Parameter's name breaks that (`register_parameter` raises "already exists"),
+            # and only where the restore does not delete plain attributes under those names
+            # first (vLLM 0.33 does: the reload finishes, analysis/reloadfacts.py)
+            for attr in gone if not contract.facts.restore_deletes_plain else ():
                 if attr in state.plain:
                     spath, sline, block = state.plain[attr]
                     events.append(
@@ -454,7 +459,8 @@ class PathFactsMixin:
                             block,
                             f"the next reload fails: post-load deletes the checkpoint Parameter "
                             f"`{attr}` and leaves a plain tensor under that name "
-                            f"({spath}:{sline}), which the reload's register_parameter refuses",
+                            f"({spath}:{sline}), which the reload's register_parameter refuses "
+                            f"({contract.facts.restore_at})",
                         )
                     )
         else:

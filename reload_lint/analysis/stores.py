@@ -45,7 +45,33 @@ class StoreMixin:
                 builders.extend(builds)
             self._registered, self._buffers = regs, bufs
             self._builders = builders
+            kinds = [k for _mod, k in self.index.each_view("buffer_kinds")]
+            self._none_buffers = frozenset(n for nones, _np in kinds for n in nones)
+            self._np_buffers = frozenset(n for _n, nps in kinds for n in nps)
         return self._registered, self._buffers or set()
+
+    def buffer_kinds(self) -> tuple[frozenset, frozenset]:
+        """(buffer names registered only as None, only with `persistent=False`): the first
+        are not recorded for a reload, which then deletes them; the second a reload may not
+        copy back (analysis/reloadfacts.py)."""
+        self._handed_registrations()
+        return self._none_buffers, self._np_buffers
+
+    def deferred_root(self, fr: Frame) -> bool:
+        """Whether `fr` runs under the post-load of a layer the contract defers: its own
+        `process_weights_after_loading`, which the reload calls last on live tensors with no
+        copy-back (every module it writes was already processed and copied back)."""
+        cls = fr.root.cls_key if fr.mode == "post" else None
+        bases = self.contract_for(fr.path).deferred_bases if cls else ()
+        if not bases:
+            return False
+        key = (cls, bases)
+        got = self._deferred.get(key)
+        if got is None:
+            names = {k.rsplit(":", 1)[-1].rsplit(".", 1)[-1] for k in self.index.mro(cls)}
+            names |= {b.rsplit(".", 1)[-1] for b in self.index.external_bases(cls)}
+            got = self._deferred[key] = bool(names & set(bases))
+        return got
 
     def _layer_registrations(self, root_cls: str) -> tuple[frozenset, frozenset]:
         """Names registered on themselves by module classes that build `root_cls` (or a
@@ -213,14 +239,37 @@ class StoreMixin:
                 # fills with a registered scale and another with `1 / scale`, a reshape that
                 # may copy): the new-storage case is the one reported
                 m_attr = r.src.rsplit(".", 1)[-1] if owner == "data" and r.src else attr
+                deferred = self.deferred_root(fr)
+                nones, nps = self.buffer_kinds() if owner == "module" else ((), ())
                 for v in sorted(vals, key=_new_storage_first):
-                    verdict = contract.judge_store(owner, attr, v, buffers, st, fr, holder=m_attr)
+                    verdict = contract.judge_store(
+                        owner,
+                        attr,
+                        v,
+                        buffers,
+                        st,
+                        fr,
+                        holder=m_attr,
+                        deferred=deferred and (v.kind != V.PARAM or len(fr.stack) == 1),
+                        none_buffers=nones,
+                        nonpersistent=nps,
+                    )
                     self.note_judged(fr, st[1], target, v, verdict, "store", owner)
                     if verdict:
                         rule, why = verdict
+                        if deferred and rule in ("RL109", "RL106"):
+                            why = f"{why}; a deferred layer's post-load has no copy-back"
                         self.note_masking_store(fr, m_attr, v, owner, rule)
                         conf = v.conf if owner != "held" else V.lower(v.conf)
                         key = self.report(fr, rule, st, target, v, why, conf=conf)
+                        if key and rule == "RL101" and attr in nones and attr in buffers:
+                            self.facts.setdefault(key, {})["masked"] = (
+                                f"the next reload fails: `{attr}` is registered as a None "
+                                "buffer, which the reload does not record; it deletes the "
+                                "filled buffer, this assignment then makes a plain attribute, "
+                                'and putting the kernel buffers back raises "attribute '
+                                f"'{attr}' already exists\" ({contract.facts.none_buffer_at})"
+                            )
                         if key and rule == "RL107":
                             self.note_alias(fr, key, v)
                         if key and v.kind in (V.FRESH, V.PARAM) and _existing_alternative(vals):

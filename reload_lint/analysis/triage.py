@@ -95,21 +95,35 @@ def message(rule: str, target: str, v: AV, why: str, inplace: bool) -> str:
         return f"{t} binds a registered tensor (or a view of one) before copy-back"
     if rule == "RL108":
         return f"{t} is allocated on the first forward of an object post-load rebuilds"
+    if rule == "RL109" and "deferred" in why:
+        return (
+            f"{t} binds new storage in a deferred layer's post-load, which the reload runs on "
+            "live tensors with no copy-back"
+        )
+    if rule == "RL109" and why == "register_buffer" and v.kind != V.PARAM:
+        return f"{t} registers new buffer storage on every update"
     if rule == "RL109":
         if v.kind == V.PARAM:
             return f"{t} is bound to a new Parameter, not the one the weight loader writes"
         return f"{t} registers new buffer storage by assigning to a buffer name"
+    if rule == "RL201" and "non-persistent" in why:
+        return f"{t} is a non-persistent buffer {why}, so it keeps the first load's values"
     if rule == "RL201":
         return f"{t} caches a value {why} that no reload refreshes"
     return f"{t}: {why}"
 
 
-def fix_for(rule: str, target: str, v: AV, why: str, inplace: bool) -> str:
-    """One line naming the fix that applies to this store."""
+def fix_for(
+    rule: str, target: str, v: AV, why: str, inplace: bool, stale_nonpersistent: bool = False
+) -> str:
+    """One line naming the fix that applies to this store. `stale_nonpersistent`: the reload
+    skips non-persistent buffers in copy-back (vLLM 0.33), so a value derived from a weight
+    is registered persistent."""
     base, attr = split_target(target)
     name = attr or "<name>"
     src = _src_attr(v)
     derived = bool(src) or v.kind == V.PARAM
+    np = "" if stale_nonpersistent and (derived or rule == "RL201") else ", persistent=False"
     if rule in ("RL101", "RL109"):
         if inplace:
             return (
@@ -117,7 +131,7 @@ def fix_for(rule: str, target: str, v: AV, why: str, inplace: bool) -> str:
                 f"`{base}.{name}.copy_(...)` (or the codebase's copy-or-rebind helper)"
             )
         return (
-            f'{REGISTER}: `{base}.register_buffer("{name}", ..., persistent=False)` or '
+            f'{REGISTER}: `{base}.register_buffer("{name}", ...{np})` or '
             f'`replace_parameter({base}, "{name}", ...)`'
         )
     if rule == "RL102":
@@ -192,10 +206,15 @@ def fix_for(rule: str, target: str, v: AV, why: str, inplace: bool) -> str:
             f"{COPY}: derive `{name}` in process_weights_after_loading into storage allocated "
             "at load (`.copy_(...)`), so every update refreshes it"
         )
+    if rule == "RL201" and "non-persistent" in why:
+        return (
+            f'{REGISTER}: register `{name}` persistent (`{base}.register_buffer("{name}", ...)` '
+            "without `persistent=False`): the reload copies persistent buffers back"
+        )
     if rule == "RL201":
         return (
             f"{REGISTER}: derive `{name}` in process_weights_after_loading and register it "
-            f'(`{base}.register_buffer("{name}", ..., persistent=False)`)'
+            f'(`{base}.register_buffer("{name}", ...{np})`)'
         )
     if rule == "RL202" and inplace:
         return (

@@ -447,6 +447,11 @@ def _v_registrations(rec, cache):
     )
 
 
+def _v_buffer_kinds(rec, cache):
+    """(buffer names the module only ever registers as None, only with `persistent=False`)."""
+    return (tuple(rec.get("none_buffers", ())), tuple(rec.get("nonpersistent_buffers", ())))
+
+
 def builds_on_self(rec: dict) -> list[tuple[str, str]]:
     """(class key, dotted callee) for `self.<x> = Callee(...)` in the methods of the record's
     classes (CamelCase callees: classes)."""
@@ -483,4 +488,5 @@ VIEWS = {
     "callers": _v_callers,
     "class_names": _v_class_names,
     "registrations": _v_registrations,
+    "buffer_kinds": _v_buffer_kinds,
 }

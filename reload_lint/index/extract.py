@@ -1626,14 +1626,16 @@ def extract_module(source: str, module_name: str, is_package: bool) -> dict:
     registered: set[str] = set()
     self_regs: dict[str, set[str]] = {}
     self_bufs: dict[str, set[str]] = {}
+    # buffer name -> {(registered as None?, persistent=False?)} over the module
+    bufvals: dict[str, set[tuple[bool, bool]]] = {}
     for f in ex.functions.values():
         me = _self_param(f)
         if me is None:
-            _collect_buffers(f["body"], ex.buffers, registered)
+            _collect_buffers(f["body"], ex.buffers, registered, bufvals=bufvals)
             continue
         regs = self_regs.setdefault(f["cls"], set())
         bufs = self_bufs.setdefault(f["cls"], set())
-        _collect_buffers(f["body"], ex.buffers, registered, me, bufs, regs)
+        _collect_buffers(f["body"], ex.buffers, registered, me, bufs, regs, bufvals)
     return {
         "module": module_name,
         "is_package": is_package,
@@ -1645,6 +1647,10 @@ def extract_module(source: str, module_name: str, is_package: bool) -> dict:
         "registered": sorted(registered),
         "self_registered": {c: sorted(v) for c, v in sorted(self_regs.items()) if v},
         "self_buffers": {c: sorted(v) for c, v in sorted(self_bufs.items()) if v},
+        # buffer names this module only ever registers as None (`register_buffer("x", None)`)
+        # / only ever with a literal `persistent=False`
+        "none_buffers": sorted(n for n, ks in bufvals.items() if all(k[0] for k in ks)),
+        "nonpersistent_buffers": sorted(n for n, ks in bufvals.items() if all(k[1] for k in ks)),
     }
 
 
@@ -1665,10 +1671,12 @@ def _collect_buffers(
     me: str | None = None,
     self_out: set[str] | None = None,
     self_registered: set[str] | None = None,
+    bufvals: dict[str, set[tuple[bool, bool]]] | None = None,
 ) -> None:
     """Literal names passed to register_buffer (out) and registered as parameters
     (registered); with `me` (a method's self name), registrations on `me` itself go to
-    self_out / self_registered instead."""
+    self_out / self_registered instead. `bufvals`: per buffer name, whether each
+    registration passes a literal None, and a literal `persistent=False`."""
 
     def add(recv, name: str, buffer: bool) -> None:
         on_self = me is not None and recv == ("n", me)
@@ -1686,6 +1694,12 @@ def _collect_buffers(
                 if first[0] == "k" and first[1] == "str" and isinstance(first[2], str):
                     if meth == "register_buffer":
                         add(e[1][1], first[2], True)
+                        if bufvals is not None:
+                            none = len(e[2]) > 1 and e[2][1] == ("n", "None")
+                            flag = e[2][2] if len(e[2]) > 2 else None
+                            flag = next((v for k, v in e[3] if k == "persistent"), flag)
+                            kind = (none, flag == ("n", "False"))
+                            bufvals.setdefault(first[2], set()).add(kind)
                     elif meth == "register_parameter":
                         add(e[1][1], first[2], False)
         elif s[0] == "assign":

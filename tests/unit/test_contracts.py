@@ -71,7 +71,9 @@ def test_fixture_matches_markers(contract):
     "needle, layerwise, inplace",
     [
         ("layer.qweight = torch.nn.Parameter", None, "RL109"),
-        ('layer.register_buffer("perm"', None, "RL109"),
+        # weight-derived, non-persistent: stale where copy-back skips such buffers (the
+        # default facts for a tree without vLLM's reload module: the newest release's)
+        ('layer.register_buffer("perm"', "RL201", "RL109"),
         ("layer.scales.data = layer.scales.data * 0.5", None, "RL106"),
         ("layer.sort_idx.copy_(", None, None),
         ("write_into(layer.g_idx", None, None),
@@ -197,6 +199,56 @@ def test_per_path_unknown_contract_is_an_error():
 def test_auto_contract(top, want):
     files = [SourceFile(path=Path(f"{top}/x.py"), rel=f"{top}/x.py")]
     assert auto_contract(files) == want
+
+
+DRIVER = """
+import torch
+
+
+def refresh(model: torch.nn.Module) -> None:
+    for module in model.modules():
+        method = getattr(module, "quant_method", None)
+        if method is not None:
+            method.process_weights_after_loading(module)
+"""
+DELEGATES = """
+class PluginMethod:
+    def process_weights_after_loading(self, layer):
+        self._prepare(layer)
+
+    def _prepare(self, layer):
+        self.kernel.process_weights_after_loading(layer)
+"""
+
+
+@pytest.mark.parametrize(
+    "text, want",
+    [
+        ("from sglang.srt.layers.quantization import base_config\n", "inplace-only"),
+        ("import vllm\nimport sglang\n", "vllm-layerwise"),
+        (
+            "from vllm.model_executor.layers.quantization.fp8 import Fp8LinearMethod\n",
+            "vllm-layerwise",
+        ),
+        # its own update path re-runs post-load on live modules: nothing copies back after it
+        (DRIVER, "inplace-only"),
+        # a post-load delegating to a kernel's post-load is still post-load
+        (DELEGATES, "vllm-layerwise"),
+    ],
+)
+def test_auto_contract_out_of_tree(tmp_path, text, want):
+    (tmp_path / "plugin").mkdir()
+    path = tmp_path / "plugin" / "ext.py"
+    path.write_text(text, encoding="utf-8")
+    assert auto_contract([SourceFile(path=path, rel="plugin/ext.py")]) == want
+
+
+def test_out_of_tree_layerwise_gets_the_newest_reload_facts(tmp_path):
+    from reload_lint.analysis import reloadfacts
+
+    path = tmp_path / "ext.py"
+    path.write_text("import vllm\n", encoding="utf-8")
+    assert reloadfacts.detect([SourceFile(path=path, rel="ext.py")]) is reloadfacts.NEWEST
 
 
 def test_auto_detect_is_the_default_and_unknown_names_fail():

@@ -178,16 +178,45 @@ class Keeps:
 """
 
 
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+RELOAD = "vllm/model_executor/model_loader/reload"
+
+
+def _reload_module(release: str) -> dict[str, str]:
+    """The reload files of the fixture shaped like that release's (tests/fixtures/minireload*)."""
+    root = FIXTURES / f"minireload{release}"
+    return {
+        f"{RELOAD}/{name}": (root / RELOAD / name).read_text(encoding="utf-8")
+        for name in ("layerwise.py", "meta.py")
+    }
+
+
 def test_masked_under_vllm_when_a_plain_tensor_is_left_over_a_deleted_parameter(tmp_path):
-    files = {"pkg/__init__.py": "", "pkg/m.py": PLAIN_OVER_DELETED}
+    # a reload shaped like 0.25.1's re-registers the recorded Parameter over the plain tensor:
+    # `register_parameter` raises "already exists", the reload fails before any graph replays
+    files = {"pkg/__init__.py": "", "pkg/m.py": PLAIN_OVER_DELETED, **_reload_module("025")}
     got = _by_target(_run(tmp_path, files, Config(contract="vllm-layerwise")))
     why = got["layer.ws"].masked
     assert "deletes the checkpoint Parameter `w13_weight`" in why
     assert "register_parameter refuses" in why
+    assert f"{RELOAD}/meta.py:" in why  # the restore loop it read
     assert got["layer.w13_weight"].masked == why
     assert got["layer.ws2"].masked is None
     # stored on every path, also where nothing is deleted: the store is what moves there
     assert got["self.kernel_ws"].masked is None
+
+
+@pytest.mark.parametrize("release", ["033", None])
+def test_not_masked_where_the_restore_deletes_plain_attributes_first(tmp_path, release):
+    # 0.33.0's restore deletes plain attributes under recorded names before re-registering:
+    # the reload finishes and the graph reads freed memory, so nothing is masked. A tree
+    # without a reload module (an out-of-tree package) gets the newest release's facts.
+    files = {"pkg/__init__.py": "", "pkg/m.py": PLAIN_OVER_DELETED}
+    if release:
+        files.update(_reload_module(release))
+    got = _by_target(_run(tmp_path, files, Config(contract="vllm-layerwise")))
+    assert {"layer.ws", "layer.w13_weight", "self.kernel_ws"} <= set(got)
+    assert all(fd.masked is None for fd in got.values())
 
 
 SHARED_DELETING_HELPER = """
@@ -222,7 +251,7 @@ def test_masked_sees_deletions_in_a_helper_another_root_analysed_first(tmp_path)
     # both roots call swizzle with the same argument shapes: the second one reuses the first
     # one's summary, and the deletion it makes is part of that summary (B leaves the plain
     # tensor in its `if` block: B's store outside the block is not masked)
-    files = {"pkg/__init__.py": "", "pkg/m.py": SHARED_DELETING_HELPER}
+    files = {"pkg/__init__.py": "", "pkg/m.py": SHARED_DELETING_HELPER, **_reload_module("025")}
     got = _by_target(_run(tmp_path, files, Config(contract="vllm-layerwise")))
     assert "deletes the checkpoint Parameter `w13_weight`" in got["self.a_ws"].masked
     assert "deletes the checkpoint Parameter `w13_weight`" in got["self.b_ws"].masked

@@ -1,0 +1,110 @@
+"""The reload contract follows the audited tree's reload code: the facts read from vLLM 0.25.1
+and 0.33.0 (analysis/reloadfacts.py) and the findings that depend on them, on the real sources.
+
+Each fact is checked against the file:line it was read from, and each finding against the
+release where the fact makes it an escape (or masks it) and the one where it does not. The
+runs are the seed tests' (one analysis per release, shared through `_run`).
+"""
+
+from __future__ import annotations
+
+import pytest
+from test_vllm_seeds import _run
+
+from reload_lint.analysis import reloadfacts
+from reload_lint.discover import SourceFile
+
+pytestmark = pytest.mark.integration
+
+RELOAD = "vllm/model_executor/model_loader/reload"
+Q = "vllm/model_executor/layers/quantization"
+
+
+def _facts(version: str) -> reloadfacts.ReloadFacts:
+    root, _ = _run(version)
+    files = []
+    for sub in (RELOAD, "vllm/model_executor/layers/attention"):
+        for p in sorted((root / sub).glob("*.py")):
+            rel = p.relative_to(root).as_posix()
+            mod = rel[:-3].replace("/", ".").removesuffix(".__init__")
+            files.append(SourceFile(path=p, rel=rel, module=mod))
+    return reloadfacts.detect(files)
+
+
+def _line_of(version: str, at: str) -> str:
+    root, _ = _run(version)
+    path, _, line = at.split(" ")[0].rpartition(":")
+    return (root / path).read_text().splitlines()[int(line) - 1]
+
+
+@pytest.mark.parametrize(
+    "version, copied, deferred, deletes_plain",
+    [
+        ("0.25.1", True, ("Attention", "MLAAttention"), False),
+        ("0.33.0", False, ("AttentionLayerBase", "MMEncoderAttention"), True),
+    ],
+)
+def test_facts_read_from_the_release(version, copied, deferred, deletes_plain):
+    f = _facts(version)
+    assert f.origin == f"tree: {RELOAD}"
+    assert f.nonpersistent_copied is copied
+    assert f.deferred_bases == deferred
+    assert f.restore_deletes_plain is deletes_plain
+    assert f.none_buffer_breaks is True  # both releases (tests/fixtures/minireload*)
+    # each citation is the statement the fact was read from
+    if copied:
+        assert "for name, buffer in buffers.items()" in _line_of(version, f.nonpersistent_at)
+    else:
+        assert "non_persistent" in _line_of(version, f.nonpersistent_at)
+    assert "isinstance" in _line_of(version, f.deferred_at) or "def is_deferred" in _line_of(
+        version, f.deferred_at
+    )
+    assert "for name in" in _line_of(version, f.restore_at)
+    assert f.restore_at.startswith(f"{RELOAD}/meta.py:")
+    # the newest release's facts are the default for trees without a reload module
+    if version == "0.33.0":
+        keep = ("nonpersistent_copied", "deferred_bases", "restore_deletes_plain")
+        assert all(getattr(f, k) == getattr(reloadfacts.NEWEST, k) for k in keep)
+
+
+def _by(version: str, path: str, target: str):
+    _, result = _run(version)
+    return [f for f in result.findings if f.path == path and f.target == target]
+
+
+def test_plain_tensor_over_deleted_parameter_masked_on_0251_only():
+    # 0.25.1: the restore's register_parameter refuses the plain tensor (KeyError); 0.33.0
+    # deletes it first, the reload finishes and the graph reads freed memory
+    for version, masked in (("0.25.1", True), ("0.33.0", False)):
+        hits = _by(version, f"{Q}/mxfp4.py", "layer.w13_weight")
+        assert hits, version
+        assert all(bool(f.masked) is masked for f in hits), [(f.line, f.masked) for f in hits]
+        if masked:
+            assert all(f"{RELOAD}/meta.py:" in f.masked for f in hits)
+
+
+@pytest.mark.parametrize(
+    "target", ["layer._nvfp4_weight_for_gather", "layer._nvfp4_weight_scale_for_gather"]
+)
+def test_nonpersistent_weight_copy_is_stale_on_0330(target):
+    hits = _by("0.33.0", f"{Q}/modelopt.py", target)
+    assert [f.rule for f in hits] == ["RL201"]
+    assert "non-persistent" in hits[0].message
+
+
+def test_buffer_in_a_deferred_attention_post_load_moves_on_0330():
+    # a KimiK3-style MLA layer (an AttentionLayerBase, not Attention/MLAAttention) registers
+    # reciprocal scales in its own post-load: deferred on 0.33.0, so nothing copies them back
+    hits = _by("0.33.0", "vllm/models/kimi_k3/nvidia/mla.py", "self._q_scale_inv")
+    assert [f.rule for f in hits] == ["RL109"]
+    assert "deferred" in hits[0].message
+
+
+def test_none_buffer_filled_by_assignment_breaks_the_reload():
+    hits = _by(
+        "0.33.0",
+        "vllm/model_executor/layers/fused_moe/router/gate_linear.py",
+        "layer._bf16x3_weight",
+    )
+    assert [f.rule for f in hits] == ["RL101"]
+    assert "registered as a None buffer" in hits[0].masked
