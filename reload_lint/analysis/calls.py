@@ -18,6 +18,7 @@ from reload_lint.analysis.frame import (
     _kept,
     _super_start,
     _with_step,
+    to_host,
 )
 from reload_lint.analysis.values import AV
 from reload_lint.findings import TraceStep
@@ -75,8 +76,10 @@ class CallMixin:
             if special is not None:
                 return special
             if meth in T.TENSOR_ONLY_METHODS and all(r.kind in (V.UNKNOWN, V.MATTR) for r in recv):
-                for a in args_e:
-                    self.eval(fr, a)
+                args = tuple(self.eval(fr, a) for a in args_e)
+                kwargs = tuple((k, self.eval(fr, v)) for k, v in kwargs_e)
+                if to_host(meth, args, kwargs):
+                    return self.tensor_method(fr, recv, meth, args, line, kwargs)
                 held = [r for r in recv if r.kind == V.MATTR]
                 if held and meth in T.VIEW_METHODS:
                     out = ()
@@ -214,7 +217,7 @@ class CallMixin:
                 return self.construct_choices(fr, c, args, kwargs, line)
             return self.construct_any(fr, c.cls, args, kwargs, line)
         if k == V.TMETHOD:
-            return self.tensor_method(fr, c.items[0], c.value, args, line)
+            return self.tensor_method(fr, c.items[0], c.value, args, line, kwargs)
         if k == V.CALLABLE:
             return self.call_closure(fr, c, args, kwargs, line)
         if k == V.MATTR:
@@ -304,6 +307,9 @@ class CallMixin:
                         trace=(TraceStep(fr.path, line, f"`{q}` allocates a zero-element tensor"),),
                     ),
                 )
+            if _on_host(q, args, kwargs):
+                note = f"`{q}` makes a host (CPU) tensor: no device given"
+                return (AV(V.FRESH, value="host", trace=(TraceStep(fr.path, line, note),)),)
             return self._fresh(fr, line, f"`{q}` allocates a new tensor", src=src)
         last = q.rsplit(".", 1)[-1]
         if q in T.BUILTIN_SCALAR or last in T.BUILTIN_SCALAR:
@@ -720,6 +726,17 @@ class CallMixin:
                 chosen=True,
             ),
         )
+
+
+def _on_host(q: str, args, kwargs) -> bool:
+    """A torch factory that makes a host tensor: no `device=` (or `device="cpu"`), and no
+    tensor among its arguments (`torch.tensor(t)` keeps t's device)."""
+    if not q.startswith("torch.") or q.count(".") != 1 or q[6:] not in T.HOST_FACTORIES:
+        return False
+    if any(V.tensorish(a) or any(v.kind == V.MATTR for v in a) for a in args):
+        return False
+    device = dict(kwargs).get("device")
+    return device is None or all(v.kind == V.STR and v.value == "cpu" for v in device)
 
 
 def _unique_steps(steps) -> tuple:

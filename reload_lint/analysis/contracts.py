@@ -168,10 +168,13 @@ class Contract:
         with no copy-back (judged as in place only); `none_buffers`: buffer names registered
         only as None, `nonpersistent` only with `persistent=False`. Returns (rule, why) or None."""
         inplace = self.name == "inplace-only" or deferred
-        if v.value == "empty" and (v.kind == V.PARAM or (v.kind == V.FRESH and owner != "data")):
-            # a zero-element tensor (`torch.empty(0)`), registered or not: it has no storage,
-            # so there is no address to move or free under a captured graph (`p.data =` one
-            # still frees the storage p had)
+        if (v.kind == V.PARAM and v.value == "empty") or (
+            V.no_device_storage(v) and owner != "data"
+        ):
+            # a zero-element tensor (`torch.empty(0)`) or a host tensor (`torch.tensor(1.0)`,
+            # `.to("cpu")`), registered or not: it has no device storage, so there is no
+            # address to move or free under a captured graph (`p.data =` one still frees the
+            # storage p had)
             return None
         if idempotent_cast(v, holder if owner == "data" else attr):
             if owner == "object" and v.kind == V.FRESH:
@@ -204,7 +207,12 @@ class Contract:
                 return ("RL106", "shape-changing `.data =` swap replaces the parameter's storage")
             return None
         if k == V.CALLABLE:
-            fresh = [c for _, cap in v.items for c in cap if c.kind in (V.FRESH, V.PARAM)]
+            fresh = [
+                c
+                for _, cap in v.items
+                for c in cap
+                if c.kind in (V.FRESH, V.PARAM) and not V.no_device_storage(c)
+            ]
             alias = [c for _, cap in v.items for c in cap if c.kind in (V.REG, V.VIEW)]
             if fresh:
                 return ("RL103", f"{v.value} captures a tensor created after loading")
@@ -212,7 +220,10 @@ class Contract:
                 return ("RL107", f"{v.value} binds a registered tensor before copy-back")
             return None
         if k == V.CONTAINER:
-            if any(c.kind in (V.FRESH, V.PARAM) and not _aliases(c) for c in v.items):
+            if any(
+                c.kind in (V.FRESH, V.PARAM) and not _aliases(c) and not V.no_device_storage(c)
+                for c in v.items
+            ):
                 return ("RL104", "container holds a tensor created after loading")
             if any(_binds_registered(c) for c in v.items) and not inplace:
                 return ("RL107", "container binds a registered tensor before copy-back")
@@ -269,7 +280,7 @@ class Contract:
         """`register_parameter` / `register_buffer(name, v)` on post-load. `deferred`: on a
         layer whose own post-load runs with no copy-back; `persistent`: the buffer's
         `persistent=` (None when not a literal)."""
-        if v.value == "empty" or idempotent_cast(v, name):
+        if v.value == "empty" or V.no_device_storage(v) or idempotent_cast(v, name):
             return None
         if self.name != "inplace-only" and not deferred:
             if persistent is False and _stale_derived(v, self):

@@ -11,6 +11,7 @@ from reload_lint.analysis.frame import (
     _conf_of,
     _derived_src,
     _line_of,
+    to_host,
 )
 from reload_lint.analysis.values import AV
 from reload_lint.findings import TraceStep
@@ -498,8 +499,11 @@ class ExprMixin:
                 return True
         return False
 
-    def tensor_method(self, fr: Frame, recv: tuple, name: str, args, line) -> tuple:
+    def tensor_method(self, fr: Frame, recv: tuple, name: str, args, line, kwargs=()) -> tuple:
         out: tuple = ()
+        if to_host(name, args, kwargs):
+            note = f"`.{name}()` copies to host (CPU) memory"
+            return (AV(V.FRESH, value="host", trace=(TraceStep(fr.path, line, note),)),)
         for b in recv:
             if name in T.SCALAR_METHODS:
                 out = V.union(out, (V.SCAL,))

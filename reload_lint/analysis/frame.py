@@ -65,6 +65,16 @@ class Frame:
     dead: int = 0
 
 
+def to_host(name: str, args, kwargs) -> bool:
+    """`.cpu()`, `.to("cpu")`, `.to(device="cpu")`: a tensor in host memory."""
+    if name == "cpu":
+        return True
+    if name != "to":
+        return False
+    dev = dict(kwargs).get("device") or (args[0] if args else ())
+    return bool(dev) and all(v.kind == V.STR and v.value == "cpu" for v in dev)
+
+
 def _has_zero_dim(args) -> bool:
     """A literal 0 in the shape: `torch.empty(0)`, `torch.zeros((e, 0))`."""
     first = args[0] if args else ()
@@ -125,6 +135,8 @@ def _line_of(e, fr: Frame) -> int:
 
 def _kept(v: AV) -> AV | None:
     """The part of a value that, stored on an object, is graph-visible tensor state."""
+    if V.no_device_storage(v):
+        return None  # no device address for a graph to hold
     if v.kind in (V.FRESH, V.PARAM, V.VIEW, V.REG):
         return v
     if v.kind == V.CALLABLE and any(V.tensorish(c) for _, c in v.items):
@@ -136,18 +148,22 @@ def _kept(v: AV) -> AV | None:
     return None
 
 
+def _new_storage(c: AV) -> bool:
+    return c.kind in (V.FRESH, V.PARAM) and not V.no_device_storage(c)
+
+
 def _allocates(v: AV) -> bool:
     """Whether kept state holds new storage: a fresh tensor or Parameter, a callable or
     container holding one, or a rebuilt object whose own kept state does (an object that
     only binds registered tensors does not allocate)."""
     if v.kind == V.FRESH:
-        return True
+        return not V.no_device_storage(v)
     if v.kind == V.PARAM:
         return v.value != "alias"  # `Parameter(x.data)` wraps storage that exists
     if v.kind == V.CALLABLE:
-        return any(c.kind in (V.FRESH, V.PARAM) for _, cap in v.items for c in cap)
+        return any(_new_storage(c) for _, cap in v.items for c in cap)
     if v.kind == V.CONTAINER:
-        return any(c.kind in (V.FRESH, V.PARAM) for c in v.items)
+        return any(_new_storage(c) for c in v.items)
     if v.kind in (V.OBJ, V.MODULE) and v.value == "rebuilt":
         return any(_allocates(a) for a in v.items if isinstance(a, AV))
     return False

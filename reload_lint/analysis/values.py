@@ -126,6 +126,16 @@ def layout(v: AV) -> str:
     return CONTIGUOUS
 
 
+# `value` of a FRESH tensor that has no device storage: a zero-element tensor (`"empty"`)
+# or a tensor in host memory (`"host"`: a torch factory given no device and no tensor data,
+# `.cpu()`, `.to("cpu")`). Neither has a device address a captured graph could hold.
+NO_DEVICE_STORAGE = frozenset({"empty", "host"})
+
+
+def no_device_storage(v: AV) -> bool:
+    return v.kind == FRESH and v.value in NO_DEVICE_STORAGE
+
+
 def tensorish(vals) -> bool:
     return any(v.kind in TENSORISH for v in vals)
 

@@ -178,6 +178,10 @@ TORCH_NON_TENSOR = frozenset(
         "torch.set_grad_enabled",
     }
 )
+# Factories of a tensor from Python data (`torch.tensor(1.0)`): with no `device=` the result
+# is in host memory (post-load runs outside the device context the loaders build the model
+# under); given a tensor, `torch.tensor`/`as_tensor` keep its device instead.
+HOST_FACTORIES = frozenset({"tensor", "as_tensor", "scalar_tensor", "from_numpy"})
 TORCH_VIEW_FUNCS = frozenset(
     {
         "torch.t",
