@@ -18,6 +18,13 @@ Values are frozensets of items:
   ("N",)                         None
   ("?",)                         anything else
 Nothing here evaluates tensors or reports; it only names classes.
+
+Enum members flow through calls: a function's returns are read for the values its arguments
+can hold (`backend_to_kernel_cls(backend)` with `backend` one of the members a caller passes;
+`prioritize(list(BACKENDS))` returning its argument), and a branch whose member test
+(`if backend == E.A:`, `backend in [...]`) no value passed can satisfy is skipped. A branch
+that always returns narrows what the code after it sees (`if backend == E.A: return [...]`,
+then `return resolver(backend)` for every member but A).
 """
 
 from __future__ import annotations
@@ -28,15 +35,20 @@ from reload_lint.index.project import ProjectIndex
 UNKNOWN = frozenset({("?",)})
 NONE = frozenset({("N",)})
 MAX_DEPTH = 16
+NO_ENV: dict = {}
+# builtins that make a sequence of their argument's elements
+_SEQUENCE_BUILTINS = frozenset({"list", "tuple", "sorted", "reversed", "set", "frozenset"})
 
 
 class Oracles:
     def __init__(self, index: ProjectIndex):
         self.index = index
         self._attr: dict[tuple[str, str], tuple | None] = {}
-        self._ret: dict[tuple[str, str], frozenset] = {}
+        self._ret: dict[tuple, frozenset] = {}
         self._binds: dict[tuple[str, str], dict] = {}
         self._active: set = set()
+        self._naming: set = set()  # local names being evaluated (self-referencing binds)
+        self._names: dict[tuple, frozenset] = {}  # a local's values, per parameter values
 
     # ------------------------------------------------------------------ entry point
     def attr_choices(self, cls_key: str, attr: str) -> tuple | None:
@@ -96,14 +108,14 @@ class Oracles:
                     yield _unpack(vals, pos) if pos >= 0 else vals
 
     # ------------------------------------------------------------------ expressions
-    def expr(self, mod: str, f: dict | None, e, line: int, depth: int) -> frozenset:
+    def expr(self, mod: str, f: dict | None, e, line: int, depth: int, env=NO_ENV) -> frozenset:
         if depth > MAX_DEPTH or not isinstance(e, tuple) or not e:
             return UNKNOWN
         k = e[0]
         if k == "k":
             return NONE if e[1] == "none" or e[2] == "None" else UNKNOWN
         if k == "n":
-            return self.name(mod, f, e[1], line, depth)
+            return self.name(mod, f, e[1], line, depth, env)
         if k == "a":
             d = dotted(e)
             if d is not None and (f is None or d.split(".", 1)[0] not in f["params"]):
@@ -116,9 +128,9 @@ class Oracles:
                     return frozenset(("C", *c) for c in ch)
             return UNKNOWN
         if k == "c":
-            return self.call(mod, f, e, depth)
+            return self.call(mod, f, e, depth, env)
         if k == "s":
-            base = self.expr(mod, f, e[1], line, depth + 1)
+            base = self.expr(mod, f, e[1], line, depth + 1, env)
             idx = e[2]
             pos = int(idx[2]) if idx[0] == "k" and idx[1] == "int" and _is_int(idx[2]) else None
             out: set = set()
@@ -140,43 +152,60 @@ class Oracles:
                 out = set()
                 for it in e[2]:
                     if it[0] == "star":
-                        out |= _elements(self.expr(mod, f, it[1], line, depth + 1))
+                        out |= _elements(self.expr(mod, f, it[1], line, depth + 1, env))
                     else:
-                        out |= self.expr(mod, f, it, line, depth + 1)
+                        out |= self.expr(mod, f, it, line, depth + 1, env)
                 return frozenset({("L", frozenset(out))})
-            groups = tuple(self.expr(mod, f, it, line, depth + 1) for it in e[2])
+            groups = tuple(self.expr(mod, f, it, line, depth + 1, env) for it in e[2])
             if e[1] == "tuple":
                 return frozenset({("T", groups)})
             return frozenset({("L", frozenset().union(*groups))})
         if k == "d":
-            vals = frozenset().union(*(self.expr(mod, f, v, line, depth + 1) for _, v in e[1]))
+            vals = frozenset().union(*(self.expr(mod, f, v, line, depth + 1, env) for _, v in e[1]))
             return frozenset({("L", vals)})
         if k == "if":
-            return self.expr(mod, f, e[1], line, depth + 1) | self.expr(
+            return self.expr(mod, f, e[1], line, depth + 1, env) | self.expr(
                 mod, f, e[2], line, depth + 1
             )
         return UNKNOWN
 
-    def name(self, mod: str, f: dict | None, name: str, line: int, depth: int) -> frozenset:
+    def name(
+        self, mod: str, f: dict | None, name: str, line: int, depth: int, env=NO_ENV
+    ) -> frozenset:
         if name == "None":
             return NONE
         if f is not None:
-            if name in f["params"]:
-                return UNKNOWN
             binds = self._local_binds(mod, f)
-            if name in binds:
-                out: frozenset = frozenset()
-                for kind, ex, pos, ln in binds[name]:
-                    if kind == "def":
-                        out |= {("F", mod, ex)}
-                        continue
-                    vals = self.expr(mod, f, ex, ln, depth + 1)
-                    if kind == "for":
-                        vals = _elements(vals)
-                    elif pos >= 0:
-                        vals = _unpack(vals, pos)
-                    out |= vals
-                return out or UNKNOWN
+            param = name in f["params"]
+            passed = env.get(name, UNKNOWN) if param else frozenset()
+            if name not in binds:
+                if param:
+                    return passed
+            else:
+                key = (mod, f["qn"], name)
+                if key in self._naming:  # `x = x.copy()`: the value x had before
+                    return passed if param else UNKNOWN
+                memo = (*key, frozenset(env.items()))
+                if memo in self._names:
+                    return self._names[memo]
+                self._naming.add(key)
+                try:
+                    out: frozenset = passed
+                    for kind, ex, pos, ln in binds[name]:
+                        if kind == "def":
+                            out |= {("F", mod, ex)}
+                            continue
+                        vals = self.expr(mod, f, ex, ln, depth + 1, env)
+                        if kind == "for":
+                            vals = _elements(vals)
+                        elif pos >= 0:
+                            vals = _unpack(vals, pos)
+                        out |= vals
+                finally:
+                    self._naming.discard(key)
+                out = out or UNKNOWN
+                self._names[memo] = out
+                return out
             if f.get("parent"):
                 parent = self.index.function(mod, f["parent"])
                 if parent is not None:
@@ -214,44 +243,162 @@ class Oracles:
             return frozenset({("F", m, qn)})
         return frozenset()
 
-    def call(self, mod: str, f: dict | None, e, depth: int) -> frozenset:
+    def call(self, mod: str, f: dict | None, e, depth: int, env=NO_ENV) -> frozenset:
         func = e[1]
         if func[0] == "a" and func[2] in ("get", "pop", "copy"):
-            # `TABLE.get(backend)`: an element of the table
-            base = self.expr(mod, f, func[1], e[4], depth + 1)
+            # `TABLE.get(backend)`: an element of the table; `seq.copy()`: the same items
+            base = self.expr(mod, f, func[1], e[4], depth + 1, env)
             if any(item[0] == "L" for item in base):
-                return _elements(base)
+                return base if func[2] == "copy" else _elements(base)
+        if (
+            func[0] == "n"
+            and func[1] in _SEQUENCE_BUILTINS
+            and len(e[2]) == 1
+            and not self._bound_here(mod, f, func[1])
+        ):
+            # `list(BACKENDS)`: a sequence of the argument's elements
+            arg = self.expr(mod, f, e[2][0], e[4], depth + 1, env)
+            return frozenset({("L", _elements(arg))})
         if func[0] == "a" and f is not None and f["cls"] and func[1] == ("n", f["params"][0]):
             m = self.index.lookup_method(f"{mod}:{f['cls']}", func[2]) if f["params"] else None
-            return self.returns(*m) if m else UNKNOWN
+            if not m:
+                return UNKNOWN
+            callee = self.index.function(m[0], m[1])
+            return self.returns(*m, self._bind(mod, f, e, callee, 1, depth, env))
         out: set = set()
-        for item in self.expr(mod, f, func, e[4], depth + 1):
+        for item in self.expr(mod, f, func, e[4], depth + 1, env):
             if item[0] == "F":
-                out |= self.returns(item[1], item[2])
+                callee = self.index.function(item[1], item[2])
+                out |= self.returns(item[1], item[2], self._bind(mod, f, e, callee, 0, depth, env))
             else:
                 out.add(("?",))  # an instance, an external call: not a class
         return frozenset(out) or UNKNOWN
 
-    def returns(self, mod: str, qn: str) -> frozenset:
-        """What a function can return; each function is read once, with its own depth budget
-        (a result never depends on how deep the caller was), recursion reads as unknown."""
-        key = (mod, qn)
+    def _bound_here(self, mod: str, f: dict | None, name: str) -> bool:
+        """Whether `name` is a local, a parameter or a module-level name (not the builtin)."""
+        while f is not None:
+            if name in f["params"] or name in self._local_binds(mod, f):
+                return True
+            f = self.index.function(mod, f["parent"]) if f.get("parent") else None
+        rec = self.index.record(mod)
+        return rec is not None and (
+            name in rec["functions"]
+            or name in rec["classes"]
+            or name in rec["imports"]
+            or name in rec["globals"]
+        )
+
+    def _bind(self, mod: str, f: dict | None, e, callee: dict | None, skip: int, depth, env):
+        """The callee's parameters bound to what the call passes, where that is read (enum
+        members, sequences, classes); parameters passed nothing known are left out."""
+        if callee is None:
+            return NO_ENV
+        params = callee["params"][skip:]
+        out: dict = {}
+        for i, a in enumerate(e[2]):
+            if i >= len(params) or (isinstance(a, tuple) and a and a[0] == "star"):
+                break
+            out[params[i]] = a
+        for k, a in e[3]:
+            if k in params:
+                out[k] = a
+        env_out = {}
+        for k, a in out.items():
+            vals = self.expr(mod, f, a, e[4], depth + 1, env)
+            if vals and ("?",) not in vals:
+                env_out[k] = vals
+        return env_out
+
+    def returns(self, mod: str, qn: str, env=NO_ENV) -> frozenset:
+        """What a function can return given what its parameters hold (`env`); each function
+        is read once per `env`, with its own depth budget (a result never depends on how deep
+        the caller was), recursion reads as unknown."""
+        key = (mod, qn, frozenset(env.items()))
         if key in self._ret:
             return self._ret[key]
         f = self.index.function(mod, qn)
-        if f is None or key in self._active or len(self._active) > MAX_DEPTH:
+        if f is None or (mod, qn) in self._active or len(self._active) > MAX_DEPTH:
             return UNKNOWN
-        self._active.add(key)
+        self._active.add((mod, qn))
         try:
             out: frozenset = frozenset()
-            for st in f["body"]:
+            for st, cur in self._live(mod, f, env):
                 if st[0] == "ret":
-                    out |= self.expr(mod, f, st[4], st[1], 0) if st[4] else NONE
+                    out |= self.expr(mod, f, st[4], st[1], 0, cur) if st[4] else NONE
         finally:
-            self._active.discard(key)
+            self._active.discard((mod, qn))
         out = out or NONE
         self._ret[key] = out
         return out
+
+    def _live(self, mod: str, f: dict, env: dict):
+        """The statements of `f` that can run for the members its parameters hold, each with
+        what the parameters hold there: a branch whose member test cannot hold is skipped,
+        and after a single-test branch at the function's top level that always returns, the
+        tested members are gone (no member left: nothing after it runs)."""
+        body = f["body"]
+        env = dict(env)
+        top = next((st[2] for st in body if st[0] not in _PSEUDO), None)
+        dead = 0
+        opened: list = []  # (condon statement, index)
+        for i, st in enumerate(body):
+            k = st[0]
+            if k == "condon":
+                if dead:
+                    dead += 1
+                elif self._cannot_hold(mod, st, env):
+                    dead = 1
+                else:
+                    opened.append((st, i))
+                continue
+            if k == "condoff":
+                if dead:
+                    dead -= 1
+                elif opened:
+                    on, j = opened.pop()
+                    if on[2] == top and _always_returns(body, j, i):
+                        if not self._narrow_after(mod, on, env):
+                            return
+                continue
+            if not dead:
+                yield st, env
+
+    def _members_of(self, mod: str, names, line: int) -> frozenset | None:
+        out = set()
+        for n in names:
+            got = self._qualified(mod, n, line)
+            if len(got) != 1 or next(iter(got))[0] != "E":
+                return None
+            out.add(next(iter(got))[1])
+        return frozenset(out)
+
+    def _cannot_hold(self, mod: str, st, env: dict) -> bool:
+        for name, positive, names in st[4]:
+            held = env.get(name)
+            if not held or any(item[0] != "E" for item in held):
+                continue
+            tested = self._members_of(mod, names, st[1])
+            if tested is None:
+                continue
+            can = {item[1] for item in held}
+            if positive and not (can & tested):
+                return True
+            if not positive and can <= tested:
+                return True
+        return False
+
+    def _narrow_after(self, mod: str, st, env: dict) -> bool:
+        """Remove the members a returning branch took; False when none is left."""
+        if len(st[4]) != 1:
+            return True  # `a and b` failing says nothing about either
+        name, positive, names = st[4][0]
+        held = env.get(name)
+        tested = self._members_of(mod, names, st[1])
+        if not held or tested is None or any(item[0] != "E" for item in held):
+            return True
+        keep = frozenset(item for item in held if (item[1] in tested) != positive)
+        env[name] = keep
+        return bool(keep)
 
     def _local_binds(self, mod: str, f: dict) -> dict:
         key = (mod, f["qn"])
@@ -273,6 +420,23 @@ class Oracles:
                 binds.setdefault(st[4], []).append(("def", st[5], -1, st[1]))
         self._binds[key] = binds
         return binds
+
+
+_PSEUDO = ("condon", "condoff", "flagon", "flagoff", "flagexit", "narrow", "unnarrow")
+
+
+def _always_returns(body, start: int, stop: int) -> bool:
+    """Whether the block between the condon at `start` and its condoff at `stop` ends in a
+    `return` at its own top level (the column of its first statement)."""
+    top = None
+    for st in body[start + 1 : stop]:
+        if st[0] in _PSEUDO:
+            continue
+        if top is None:
+            top = st[2]
+        if st[0] == "ret" and st[2] == top:
+            return True
+    return False
 
 
 def _position(tgt, me, attr: str) -> int | None:
