@@ -31,9 +31,9 @@ from dataclasses import dataclass
 
 from reload_lint.analysis import values as V
 from reload_lint.config import path_matches
+from reload_lint.index.extract import _INVERT as _NOT  # flag senses and their negations
+from reload_lint.index.extract import DTYPE_ALIASES, dotted
 
-_NOT = {True: False, False: True, "has": "absent", "absent": "has", "none": "notnone"}
-_NOT["notnone"] = "none"
 # Where checkpoint Parameters are created (what a loader looks up by name on the next load);
 # these run once per engine, never on an update.
 ONCE_NAMES = ("create_weights", "__init__")
@@ -178,7 +178,12 @@ class PathFactsMixin:
         elif rhs in (("n", "None"),) or rhs[:2] == ("k", "none"):
             truth = "nonelit"
         where = (fr.path, fr.func.get("qn", ""), tuple(block))
-        self.flag_sets.setdefault(attr, {}).setdefault((truth, where), rhs_line(fr))
+        sets = self.flag_sets.setdefault(attr, {})
+        sets.setdefault((truth, where), rhs_line(fr))
+        dtype = _result_dtype(rhs)
+        if dtype:
+            # `self.x = src.to(torch.float32)`: a tensor of that dtype from then on
+            sets.setdefault((f"dtype:{dtype}", where), rhs_line(fr))
 
     def _reset_flags(self, contract) -> dict[str, str]:
         """Flags the contract's update path resets, each with where (built in, or set back by
@@ -217,6 +222,13 @@ class PathFactsMixin:
         base, attr, run_when, path, _l, (qn, block) = g
         if attr.startswith("<compat:"):
             return base.startswith("holds|")
+        if attr == "<or>":
+            # `if a or b:` runs while some term holds: once only when every term is off
+            return all(self._disabled(t, pos) for t in _terms(g))
+        if isinstance(run_when, str) and run_when.startswith("dtype!="):
+            # `if self.x.dtype != D:` is off once the path stores a tensor of dtype D there
+            want = {"dtype:" + run_when[len("dtype!=") :]}
+            return self._set_in_block(attr, want, path, qn, block, pos)
         # the values a set must give the flag for the guarded code to be skipped next time
         want = {
             True: {False, "nonelit"},
@@ -227,6 +239,18 @@ class PathFactsMixin:
         }.get(run_when)
         if want is None:
             return False
+        return self._set_in_block(attr, want, path, qn, block, pos)
+
+    def _reset_why(self, g, resets: dict, contract) -> str | None:
+        """Where the update path or other code sets guard `g`'s flag back (for an `or` guard,
+        any of its terms'), or None."""
+        for t in _terms(g):
+            why = resets.get(t[1]) or self.code_reset(t, contract)
+            if why:
+                return why
+        return None
+
+    def _set_in_block(self, attr, want, path, qn, block, pos) -> bool:
         here = dict(pos).get(qn)
         block = tuple(block)
         for truth, (spath, sqn, sblock) in self.flag_sets.get(attr, {}):
@@ -293,12 +317,14 @@ class PathFactsMixin:
                 if not once:
                     verdicts.append(None)
                     break
-                why = {g: resets.get(g[1]) or self.code_reset(g, contract) for g in once}
+                why = {g: self._reset_why(g, resets, contract) for g in once}
                 kept = [g for g in once if not why[g]]
                 verdicts.append(("once", kept[0]) if kept else ("reset", once[0], why[once[0]]))
             if not verdicts or any(v is None for v in verdicts):
                 continue
             if all(v[0] == "once" for v in verdicts):
+                if fd.rule == "RL201":
+                    continue  # a stale derived copy is stale because it is never made again
                 g = verdicts[0][1]
                 if g[1].startswith("<compat:"):
                     why = (
@@ -550,7 +576,36 @@ def _flag_text(g) -> str:
     base, attr = g[0], g[1]
     if attr.startswith("<compat:"):
         return attr
+    if attr == "<or>":
+        return " or ".join(_flag_text(t) for t in g[2])
     return f"{base}.{attr}" if base else attr
+
+
+def _terms(g) -> tuple:
+    """A guard's terms as guards of their own (the terms of an `or` guard; else itself)."""
+    return tuple((b, a, s, *g[3:]) for b, a, s in g[2]) if g[1] == "<or>" else (g,)
+
+
+_CAST_DTYPES = {"float": "torch.float32", "half": "torch.float16", "bfloat16": "torch.bfloat16"}
+
+
+def _result_dtype(rhs) -> str | None:
+    """The dtype of what `rhs` makes, when it says: `x.to(torch.float32)`, `x.to(dtype=D)`,
+    `x.float()`, a factory given `dtype=D`."""
+    if not isinstance(rhs, tuple) or rhs[0] != "c":
+        return None
+    func, args, kwargs = rhs[1], rhs[2], rhs[3]
+    spelled = None
+    if func[0] == "a" and func[2] in _CAST_DTYPES and not args:
+        return _CAST_DTYPES[func[2]]
+    if func[0] == "a" and func[2] == "to" and args:
+        spelled = dotted(args[0])
+    for k, v in kwargs:
+        if k == "dtype":
+            spelled = dotted(v)
+    if not spelled or not spelled.startswith("torch."):
+        return None
+    return DTYPE_ALIASES.get(spelled, spelled)
 
 
 def _glob(pattern: str, text: str) -> bool:

@@ -862,7 +862,20 @@ class _Extractor:
                     members = _member_terms(orelse.test)
                     if members:
                         out.append(("condon", *self.span(orelse), members))
+                    # an `elif` body runs only when its own test holds: its flag terms
+                    # guard it as an `if`'s do (no exit form: the chain goes on after it)
+                    el_flags = []
+                    if not self.ends_in_return(orelse.body):
+                        el_flags = _local_flag_terms(
+                            self.flag_terms(orelse.test, False), self.local_flags
+                        )
+                    el_span = self.span(orelse)
+                    for base, attr, sense in el_flags:
+                        body = (*self.block_path, self.block_ids + 1)
+                        out.append(("flagon", *el_span, base, attr, sense, body))
                     self.block(orelse.body, out, guard, func_qn, cls_qn)
+                    for base, attr, _sense in reversed(el_flags):
+                        out.append(("flagoff", *el_span, base, attr))
                     if members:
                         out.append(("condoff", *self.span(orelse)))
                     cur = orelse
@@ -1180,13 +1193,24 @@ class _Extractor:
         if tp is ast.BoolOp:
             keep = type(test.op) is (ast.Or if exit_form else ast.And)
             if not keep:
-                return []
+                if exit_form:
+                    return []
+                # body form `if a or b:` runs when some term holds: one compound term
+                # ("", "<or>", terms), kept only when every operand is one flag term
+                terms = []
+                for v in test.values:
+                    got = self.flag_terms(v, exit_form)
+                    if len(got) != 1 or got[0][1] == "<or>":
+                        return []
+                    terms.append(got[0])
+                return [("", "<or>", tuple(terms))]
             out: list = []
             for v in test.values:
                 out += self.flag_terms(v, exit_form)
             return out
         if tp is ast.UnaryOp and type(test.op) is ast.Not:
-            return [(b, a, _INVERT[s]) for b, a, s in self.flag_terms(test.operand, not exit_form)]
+            inner = self.flag_terms(test.operand, not exit_form)
+            return [(b, a, _INVERT[s]) for b, a, s in inner if a != "<or>"]
         if tp is ast.Attribute:
             base = _ast_dotted(test.value)
             return [(base, test.attr, True)] if base else []
@@ -1220,6 +1244,9 @@ class _Extractor:
         if tp is ast.Compare and len(test.ops) == 1:
             op = type(test.ops[0])
             rhs = test.comparators[0]
+            dtype = _dtype_term(test.left, op, rhs)
+            if dtype is not None:
+                return [dtype]
             if _is_const(rhs, True) or _is_const(rhs, False):
                 pos = op in (ast.Is, ast.Eq)
                 neg = op in (ast.IsNot, ast.NotEq)
@@ -1338,8 +1365,47 @@ def _member_terms(test) -> tuple:
     return ((left, positive, tuple(names)),)
 
 
-_INVERT = {True: False, False: True, "has": "absent", "absent": "has", "none": "notnone"}
+class _Invert(dict):
+    """Flag senses and their negations; `dtype==D` / `dtype!=D` invert into each other."""
+
+    def __missing__(self, key):
+        if isinstance(key, str) and key.startswith("dtype=="):
+            return "dtype!=" + key[7:]
+        if isinstance(key, str) and key.startswith("dtype!="):
+            return "dtype==" + key[7:]
+        raise KeyError(key)
+
+
+_INVERT = _Invert({True: False, False: True, "has": "absent", "absent": "has", "none": "notnone"})
 _INVERT["notnone"] = "none"
+# dtype spellings torch aliases to one dtype
+DTYPE_ALIASES = {
+    "torch.float": "torch.float32",
+    "torch.half": "torch.float16",
+    "torch.double": "torch.float64",
+    "torch.int": "torch.int32",
+    "torch.long": "torch.int64",
+}
+
+
+def _dtype_term(left, op, rhs):
+    """`self.x.dtype != torch.float32` -> ("self", "x", "dtype!=torch.float32") (`==` and
+    `is`/`is not` alike), or None."""
+    if type(left) is not ast.Attribute or left.attr != "dtype":
+        return None
+    holder = left.value
+    if type(holder) is not ast.Attribute:
+        return None
+    base = _ast_dotted(holder.value)
+    want = _ast_dotted(rhs)
+    if not base or not want or not want.startswith("torch."):
+        return None
+    want = DTYPE_ALIASES.get(want, want)
+    if op in (ast.Eq, ast.Is):
+        return (base, holder.attr, "dtype==" + want)
+    if op in (ast.NotEq, ast.IsNot):
+        return (base, holder.attr, "dtype!=" + want)
+    return None
 
 
 def _local_flag_terms(flags, local_flags: dict):
@@ -1348,7 +1414,7 @@ def _local_flag_terms(flags, local_flags: dict):
     out = []
     for base, attr, sense in flags:
         derived = local_flags.get(attr) if not base else None
-        if derived and len(derived) == 1 and sense in (True, False):
+        if derived and len(derived) == 1 and sense in (True, False) and derived[0][1] != "<or>":
             b, a, s = derived[0]
             out.append((b, a, s if sense else _INVERT[s]))
         else:
