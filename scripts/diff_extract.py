@@ -22,7 +22,9 @@ file only one parser accepts (libcst took 3.0-3.14 grammar and some invalid code
 validator raised on some valid code and on mixed str/bytes concatenations, which were RL906
 "could not analyse file"); a syntax error before a pathologically deep chain (the old token
 scan made it RL906, CPython reports the error: RL901); an identifier with NFKC-compatibility
-characters (`µ`), which CPython normalizes (`μ`) and libcst kept as written.
+characters (`µ`), which CPython normalizes (`μ`) and libcst kept as written. The flag
+lowerings added since (`extract.FLAG_EXTENSIONS`: `elif` flag terms, `or` guards, dtype terms)
+are switched off for the comparison.
 """
 
 from __future__ import annotations
@@ -149,6 +151,17 @@ def compare_one(item):
 def compare_text(path: str, text: str, module: str, is_pkg: bool):
     old_job = importlib.import_module(f"{OLD_PKG}.job")._extract_job
     from reload_lint.cache import _extract_job
+    from reload_lint.index import extract
+
+    # the flag lowerings added since the libcst extractor are compared off (extract.py)
+    before, extract.FLAG_EXTENSIONS = extract.FLAG_EXTENSIONS, False
+    try:
+        return _compare(path, text, module, is_pkg, old_job, _extract_job)
+    finally:
+        extract.FLAG_EXTENSIONS = before
+
+
+def _compare(path, text, module, is_pkg, old_job, _extract_job):
 
     t0 = time.perf_counter()
     old = _run(old_job, (text, module, is_pkg))

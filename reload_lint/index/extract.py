@@ -865,7 +865,7 @@ class _Extractor:
                     # an `elif` body runs only when its own test holds: its flag terms
                     # guard it as an `if`'s do (no exit form: the chain goes on after it)
                     el_flags = []
-                    if not self.ends_in_return(orelse.body):
+                    if FLAG_EXTENSIONS and not self.ends_in_return(orelse.body):
                         el_flags = _local_flag_terms(
                             self.flag_terms(orelse.test, False), self.local_flags
                         )
@@ -1193,7 +1193,7 @@ class _Extractor:
         if tp is ast.BoolOp:
             keep = type(test.op) is (ast.Or if exit_form else ast.And)
             if not keep:
-                if exit_form:
+                if exit_form or not FLAG_EXTENSIONS:
                     return []
                 # body form `if a or b:` runs when some term holds: one compound term
                 # ("", "<or>", terms), kept only when every operand is one flag term
@@ -1244,7 +1244,7 @@ class _Extractor:
         if tp is ast.Compare and len(test.ops) == 1:
             op = type(test.ops[0])
             rhs = test.comparators[0]
-            dtype = _dtype_term(test.left, op, rhs)
+            dtype = _dtype_term(test.left, op, rhs) if FLAG_EXTENSIONS else None
             if dtype is not None:
                 return [dtype]
             if _is_const(rhs, True) or _is_const(rhs, False):
@@ -1363,6 +1363,12 @@ def _member_terms(test) -> tuple:
     if not names or any(n is None or "." not in n for n in names):
         return ()
     return ((left, positive, tuple(names)),)
+
+
+# Flag lowerings added after the libcst extractor (876de75): an `elif` test's flag terms, a
+# body-form `or` of flag terms as one compound term, `x.dtype != D` terms. scripts/
+# diff_extract.py turns them off to compare every other part of a record with that extractor.
+FLAG_EXTENSIONS = True
 
 
 class _Invert(dict):
