@@ -26,7 +26,7 @@ start=$(date +%s)
 # 10 children: the fixed side's spawned children spend most of their ~28 s importing vLLM on one
 # CPU core each (16 cores on the H200 machine); the GPU holds < 0.3 GiB per child
 python3 -m reload_lint.confirm --findings "$FINDINGS" --device cuda --jobs "${JOBS:-10}" \
-  --replay-timeout 20 --site-timeout 150 --exit-zero -o "$OUT/evidence.json" \
+  --replay-timeout 20 --site-timeout 150 --isolate --exit-zero -o "$OUT/evidence.json" \
   --log "$OUT/sweep.log" "$@" > "$OUT/confirm.out" 2>&1
 rc=$?
 tail -5 "$OUT/confirm.out"

@@ -61,6 +61,12 @@ def add_arguments(p) -> None:
         help="runs at once (children share the GPU; each has its own allocator); default 1",
     )
     p.add_argument(
+        "--isolate",
+        action="store_true",
+        help="rerun each shared build once per red storage cluster with the other targets "
+        "fixed (the failure class of a red then comes from its own cluster's storage)",
+    )
+    p.add_argument(
         "--log", metavar="FILE", help="also write every progress line (the sweep log) to FILE"
     )
     p.add_argument("--exit-zero", action="store_true", help="exit 0 even when sites are red")
@@ -117,6 +123,7 @@ def run(args) -> int:
         with_fix=not args.no_fix,
         recipe_modules=tuple(args.recipes),
         jobs=max(1, args.jobs),
+        isolate=args.isolate,
     )
     log = open(args.log, "a", encoding="utf-8") if args.log else None
     if log is not None:
@@ -155,7 +162,18 @@ def run(args) -> int:
     for how, row in sorted(by_source.items()):
         counts = ", ".join(f"{n} {v}" for v, n in sorted(row.items()))
         print(f"fixed side from {how}: {counts}", file=sys.stderr)
-    red_bug = any(r.verdict == "red" and not r.fixed for r in records)
+    for side, label in (("stock", "stock reload"), ("precondition", "under a precondition")):
+        g = doc["grades"][side]
+        if any(g.values()):
+            print(
+                f"  bug-side records, {label}: "
+                + ", ".join(f"{n} {grade}" for grade, n in g.items()),
+                file=sys.stderr,
+            )
+    clusters = {r["cluster"] for r in doc["evidence"] if r.get("cluster")}
+    if clusters:
+        print(f"  storage clusters: {len(clusters)}", file=sys.stderr)
+    red_bug = any(r["verdict"] == "red" and not r["fixed"] for r in doc["evidence"])
     return 1 if red_bug and not args.exit_zero else 0
 
 

@@ -239,6 +239,45 @@ def _still_held(rows: list[dict]) -> list[dict]:
 
 def decide(finding, msgs: list[dict], outcome: dict, fixed: bool) -> tuple[str, str | None, str]:
     """(verdict, failure, reason) for one finding from a run's messages and how it ended."""
+    return judge(finding, msgs, outcome, fixed)[:3]
+
+
+def judge(
+    finding, msgs: list[dict], outcome: dict, fixed: bool
+) -> tuple[str, str | None, str, str]:
+    """(verdict, failure, reason, grade): ``decide`` plus the fine verdict (``GRADES``)."""
+    from reload_lint.confirm.evidence import OBSERVED_FAILURES
+
+    verdict, failure, reason = _decide(finding, msgs, outcome, fixed)
+    if verdict == "red":
+        grade = (
+            "masked"
+            if failure == "masked"
+            else "red-observed"
+            if failure in OBSERVED_FAILURES
+            else "red-unobserved"
+        )
+    elif verdict == "green" and _NA in reason:
+        grade = "not-applicable"
+    else:
+        grade = verdict
+    return verdict, failure, reason.replace(_NA, ""), grade
+
+
+#: marks a green reason as "the target holds no tensor of its own here" (stripped from the text)
+_NA = "\x00na"
+
+
+def census_links(finding, census: dict) -> tuple[list[str], dict[str, str]]:
+    """The finding's own linked paths and the lent ones (ownership.own_links)."""
+    from reload_lint.confirm.ownership import own_links
+
+    return own_links(
+        finding.fingerprint, finding.target, getattr(finding, "message", "") or "", census
+    )
+
+
+def _decide(finding, msgs: list[dict], outcome: dict, fixed: bool) -> tuple[str, str | None, str]:
     census = _stage(msgs, "census")
     err = _failed(msgs)
     if census is None:
@@ -260,10 +299,22 @@ def decide(finding, msgs: list[dict], outcome: dict, fixed: bool) -> tuple[str, 
     if err is not None and err["stage"] == "reload" and err.get("masked"):
         return _masked(finding, census, err, fixed)
     rows = census["rows"]
-    linked_paths = set(census["linked"].get(finding.fingerprint, []))
+    own, lent = census_links(finding, census)
+    linked_paths = set(own)
     linked = [r for r in rows if r["path"] in linked_paths]
     load_a = _stage(msgs, "load_a") or {}
     census_tier = load_a.get("tier") == "census"
+    if not linked and lent:
+        # every storage the target reaches is another finding's store (or another line's
+        # object): nothing of this finding's own store is in the graph on this build
+        first = next(iter(lent.items()))
+        return (
+            "green",
+            None,
+            _NA
+            + f"{finding.target} holds no storage of its own here: {first[0]}: {first[1]}"
+            + (f" (+{len(lent) - 1} more)" if len(lent) > 1 else ""),
+        )
     if not linked:
         seen = [r for r in rows if (r["moved"] or r["freed"]) and r["graph_visible"]]
         rfail, rdetail, harness = _replay_failure(msgs, outcome, err)
@@ -287,7 +338,7 @@ def decide(finding, msgs: list[dict], outcome: dict, fixed: bool) -> tuple[str, 
             else:
                 how = f"the replay failure ({rdetail}) is not this target's"
             other = f"; {len(seen)} other graph-visible storage(s) escaped" if seen else ""
-            return "green", None, f"{holds} (vLLM built {backend}); {how}{other}"
+            return "green", None, _NA + f"{holds} (vLLM built {backend}); {how}{other}"
         return (
             "inconclusive",
             rfail,

@@ -29,6 +29,26 @@ FAILURES = ("livelock", "illegal access", "stale read", "moved", "freed", "maske
 #: census: the real Python ran (post-load, reload, forward) with stand-ins for ops this device
 #: lacks, so only the storage census counts, no replay.
 TIERS = ("replay", "census")
+#: the fine verdict (1.3): what a record's verdict stands on. ``verdict`` stays the coarse one.
+#: red-observed: a storage of the finding's own store the capture read moved or was freed, and
+#: the replay failed (livelock, illegal access, stale read); red-unobserved: the same escape,
+#: but no failure was observed (census tier, or the replay still matched); masked: vLLM's stock
+#: reload refuses the layer at this site's store (the update fails loudly); green: reached, the
+#: storages stable, the replay matches (census tier: the census alone); not-applicable: the
+#: target holds no tensor of its own on the backend this device built (no verdict on the
+#: finding); unread: an own storage moved or was freed, but the capture never read it;
+#: inconclusive: none of these could be established (the reason says which piece is missing).
+GRADES = (
+    "red-observed",
+    "red-unobserved",
+    "masked",
+    "green",
+    "not-applicable",
+    "unread",
+    "inconclusive",
+)
+#: failures a replay observed (the others, moved/freed/masked, are what the census saw)
+OBSERVED_FAILURES = ("livelock", "illegal access", "stale read")
 
 
 @dataclass
@@ -75,6 +95,17 @@ class EvidenceRecord:
     fix_patch_sha256: str | None = None  # sha256 of the unified diff applied (from source)
     fix_files: list[str] = field(default_factory=list)  # the files that patch replaced
     gpu_peak_mib: float | None = None  # the run's peak GPU memory reserved (CUDA), MiB
+    grade: str | None = None  # one of GRADES (verdicts.finalize sets it)
+    #: storage cluster id: findings whose own escaped storages are one (verdicts.clusters)
+    cluster: str | None = None
+    #: other clusters' graph-visible storages escaped in the same build: the failure class
+    #: belongs to the build, not to this cluster alone
+    shared_build: bool = False
+    #: a platform-only path this build forces on this device: {"platform", "flags", "env"}
+    forced: dict | None = None
+    #: linked graph-visible storages whose capture-time read came from harness code rather
+    #: than vLLM's own code (census rows' ``read_by``); or the row's note for older records
+    harness_reads: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -83,19 +114,23 @@ class EvidenceRecord:
 def evidence_document(
     records: list[EvidenceRecord], *, device: str, env: dict | None = None
 ) -> dict:
+    from reload_lint.confirm.verdicts import finalize, summary
+
+    rows = finalize([r.to_json() for r in records])
     counts = {v: 0 for v in VERDICTS}
     tiers = {t: 0 for t in (*TIERS, "none")}
-    for r in records:
-        counts[r.verdict] = counts.get(r.verdict, 0) + 1
-        tiers[r.tier or "none"] += 1
+    for r in rows:
+        counts[r["verdict"]] = counts.get(r["verdict"], 0) + 1
+        tiers[r["tier"] or "none"] += 1
     return {
         "schema_version": EVIDENCE_SCHEMA_VERSION,
         "tool": {"name": "reload-lint", "version": __version__},
         "device": device,
         "environment": {"python": platform.python_version(), **(env or {})},
-        "evidence": [r.to_json() for r in records],
+        "evidence": rows,
         "summary": counts,
         "tiers": tiers,
+        "grades": summary(rows),
     }
 
 

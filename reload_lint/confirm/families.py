@@ -100,6 +100,9 @@ def _qk(dtype, qscheme, dynamic, **kw) -> dict:
 
 
 FP8_TOKEN = _w(8, "float", "token", dynamic=True)
+#: MLA rows: the harness's forward calls vLLM's ``_v_up_proj`` and does the q_nope absorption
+#: itself (recipes/vllm_layers.py), as forward_impl would; the attention kernel does not run
+_MLA_FORWARD = "the MLA forward is harness code around vLLM's _v_up_proj"
 MODELOPT_NVFP4 = (
     "modelopt_fp4",
     {
@@ -137,9 +140,26 @@ class Row:
     #: ops and checks replaced by stand-ins (recipes/standins.py); any makes the row census tier
     standins: tuple[str, ...] = ()
     notes: tuple[str, ...] = field(default=())
+    #: the platform whose path this row forces on the device it runs on (a ROCm-only or
+    #: SM100-only path on an H200): every record of the row names it, with the flags
+    platform: str | None = None
+    #: where the row's forward is the harness's own code rather than vLLM's forward
+    harness_forward: str | None = None
 
     def classes(self) -> tuple[str, ...]:
         return (*self.components, *self.kernels)
+
+    def forced(self) -> dict | None:
+        """{"platform", "flags", "env"} of a row that forces a platform-only path, else None.
+        ``flags``: the layer attributes set and the capability checks stood in."""
+        if self.platform is None:
+            return None
+        checks = [s for s in self.standins if s.endswith(("_supports_current_device", "_enabled"))]
+        return {
+            "platform": self.platform,
+            "flags": [f"{k}={v}" for k, v in self.layer_flags] + [f"{c} stood in" for c in checks],
+            "env": [f"{k}={v}" for k, v in self.env],
+        }
 
 
 ROWS: tuple[Row, ...] = (
@@ -332,6 +352,7 @@ ROWS: tuple[Row, ...] = (
             "TRT-LLM gen NVFP4 MoE: SM100 family only; scaled_fp4_quant's CUDA kernel is built "
             "for SM100/SM120 only",
         ),
+        platform="SM100 (Blackwell) with flashinfer",
     ),
     Row(
         "moe-modelopt-nvfp4-b12x",
@@ -346,6 +367,7 @@ ROWS: tuple[Row, ...] = (
             "flashinfer.fused_moe.B12xMoEWrapper",
         ),
         notes=("B12x CuteDSL NVFP4 MoE: SM120 family only, never auto-selected",),
+        platform="SM120 with flashinfer",
     ),
     Row(
         "moe-modelopt-mxfp8",
@@ -482,8 +504,9 @@ ROWS: tuple[Row, ...] = (
         ),
         notes=("DeepSeek-V3/R1 checkpoints: an FP8 block-quantized kv_b_proj",),
         env=(("VLLM_USE_DEEP_GEMM", "0"),),
+        harness_forward=_MLA_FORWARD,
     ),
-    Row("mla-bf16-kv-b-proj", "mla", components=("MLAAttention",)),
+    Row("mla-bf16-kv-b-proj", "mla", components=("MLAAttention",), harness_forward=_MLA_FORWARD),
     # ROCm AITER paths of MLAAttention, forced on CUDA with stand-ins (census tier)
     Row(
         "mla-rocm-aiter-fp8-bmm",
@@ -501,6 +524,8 @@ ROWS: tuple[Row, ...] = (
         layer_flags=(("is_aiter_triton_fp8_bmm_enabled", True),),
         standins=("rocm_aiter_ops.triton_fp8_bmm",),
         notes=("rocm_aiter_ops.is_fp8bmm_enabled() is ROCm-only; the flag is set on the layer",),
+        platform="ROCm (AITER triton FP8 BMM)",
+        harness_forward=_MLA_FORWARD,
     ),
     Row(
         "mla-rocm-aiter-fp4-bmm",
@@ -512,6 +537,8 @@ ROWS: tuple[Row, ...] = (
             "rocm_aiter_ops.batched_gemm_a16wfp4",
         ),
         notes=("rocm_aiter_ops.is_fp4bmm_enabled() needs gfx950; the flag is set on the layer",),
+        platform="ROCm gfx950 (AITER triton FP4 BMM)",
+        harness_forward=_MLA_FORWARD,
     ),
     Row(
         "attn-flashinfer",

@@ -375,7 +375,14 @@ def stage_census(run: Run) -> None:
         for f in run.spec["findings"]
         if not linked[f["fingerprint"]] and layer_target_is_none(run.built.model, f["target"])
     ]
-    run.send("census", rows=[r.to_json() for r in run.rows], linked=linked, none_targets=empty)
+    targets = {f["fingerprint"]: f["target"] for f in run.spec["findings"]}
+    run.send(
+        "census",
+        rows=[r.to_json() for r in run.rows],
+        linked=linked,
+        none_targets=empty,
+        targets=targets,
+    )
 
 
 def layer_target_is_none(model, target: str) -> bool:

@@ -16,6 +16,8 @@ moved (the path now resolves to a different storage: the graph reads the old one
 
 from __future__ import annotations
 
+import os
+import sys
 from dataclasses import dataclass, field
 
 import torch
@@ -63,6 +65,7 @@ class DispatchRecorder(TorchDispatchMode):
                 continue
             st = a.untyped_storage()
             self.external[key] = {
+                "read_by": reader(),
                 "ref": StorageWeakRef(st),
                 "data_ptr": st.data_ptr(),
                 "nbytes": st.nbytes(),
@@ -99,6 +102,30 @@ class DispatchRecorder(TorchDispatchMode):
         if self.keep_log:
             self.log.append((func, args, kwargs, out))
         return out
+
+
+#: frames that are neither the reader nor its caller of interest: torch's dispatch, this
+#: recorder, and the census stand-ins (a stand-in runs *for* the code that called it)
+_SKIP = (f"{os.sep}torch{os.sep}", f"{os.sep}triton{os.sep}", "recorder.py", "standins.py")
+
+
+def reader() -> str | None:
+    """Who read a storage at capture: ``vllm:<file>:<line>`` when the nearest caller outside
+    torch, triton, this recorder and the stand-ins is vLLM's code, ``harness:<file>:<line>``
+    when it is the runner's own (a recipe's forward), else ``<file>:<line>``."""
+    f = sys._getframe(1)
+    while f is not None:
+        name = f.f_code.co_filename
+        if not any(s in name for s in _SKIP) and not name.startswith("<"):
+            where = f"{name}:{f.f_lineno}"
+            for pkg, kind in ((f"{os.sep}vllm{os.sep}", "vllm"), ("reload_lint", "harness")):
+                i = name.rfind(pkg)
+                if i >= 0:
+                    rel = name[i + 1 :] if kind == "vllm" else name[name.rfind("reload_lint") :]
+                    return f"{kind}:{rel}:{f.f_lineno}"
+            return where
+        f = f.f_back
+    return None
 
 
 def _watch_triton(recorder: DispatchRecorder):
@@ -148,6 +175,14 @@ class Entry:
     sources: set[str] = field(default_factory=set)  # {"walk", "dispatch"}
     op: str | None = None
     is_input: bool = False
+    read_by: str | None = None  # recorder.reader() at the capture's first read
+
+    @property
+    def standin(self) -> bool:
+        """Reached only through objects a census stand-in made (its own buffers)."""
+        return bool(self.hits) and all(
+            any(st.qual.startswith("reload_lint.") for st in h.steps) for h in self.hits
+        )
 
 
 class Manifest:
@@ -204,6 +239,7 @@ class Manifest:
                     m.entries[key] = e
                 e.sources.add("dispatch")
                 e.op = e.op or info["op"]
+                e.read_by = e.read_by or info.get("read_by")
         for e in m.entries.values():
             if e.key in input_keys:
                 e.is_input = True
@@ -251,9 +287,13 @@ class CensusRow:
     dtype: str
     shape: list[int]
     op: str | None = None
+    read_by: str | None = None
+    standin: bool = False
 
     def to_json(self) -> dict:
         return {
+            "read_by": self.read_by,
+            "standin": self.standin,
             "path": self.path,
             "sources": self.sources,
             "graph_visible": self.graph_visible,
@@ -305,6 +345,8 @@ def take_census(manifest: Manifest) -> list[CensusRow]:
                     dtype=e.dtype,
                     shape=e.shape,
                     op=e.op,
+                    read_by=e.read_by,
+                    standin=e.standin,
                 )
             )
     rows.sort(key=lambda r: r.path)

@@ -1,8 +1,13 @@
 """The sweep summary page (docs/evidence/h200-vllm-0.25.1.md), generated from evidence alone.
 
-One line per finding of the findings file: its family row, the tier, the bug-side verdict and
-failure, and the fixed-side verdict. A site with records on several backends shows its most
-severe bug-side record (red, then green, then unread, then inconclusive) and names the others.
+One line per finding of the findings file. Stock reload and preconditions are kept apart: the
+"stock reload" column is the finding's most decisive bug-side record made with vLLM's reload as
+it is, the "under a precondition" column the most decisive one made with a precondition
+(``unshadow``, ``expanded_copy_back``: fixes applied on both sides so the reload gets past a
+refusal). Grades (``evidence.GRADES``) rank red-observed, masked, red-unobserved, unread, green,
+not-applicable, inconclusive. The headline counts findings per grade for each, the storage
+clusters (``verdicts.py``) and the clusters red with an observed failure under stock reload whose
+fixed side is green. Evidence older than schema 1.3 is re-derived first (``verdicts.upgrade``).
 
     python -m reload_lint.confirm.report FINDINGS EVIDENCE -o PAGE
 """
@@ -15,37 +20,52 @@ import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from reload_lint.confirm.evidence import VERDICTS
+from reload_lint.confirm.evidence import GRADES
+from reload_lint.confirm.verdicts import precondition_names
 
-_RANK = {"red": 0, "green": 1, "unread": 2, "inconclusive": 3}
+#: most decisive first
+RANK = ("red-observed", "masked", "red-unobserved", "unread", "green", "not-applicable")
+RED = ("red-observed", "masked", "red-unobserved")
 
 
-def site_verdicts(evidence: list[dict]) -> dict[str, tuple[dict, dict | None, list[dict]]]:
-    """fingerprint -> (deciding bug-side record, its fixed-side record, the other records)."""
+def _rank(r: dict) -> tuple[int, bool]:
+    """Most decisive first; among equals, a record whose build let only its own cluster
+    escape (an isolated rerun) before a shared build's."""
+    g = r.get("grade") or "inconclusive"
+    return (RANK.index(g) if g in RANK else len(RANK), bool(r.get("shared_build")))
+
+
+def _fixed_of(recs: list[dict], head: dict) -> dict | None:
+    return next(
+        (
+            r
+            for r in recs
+            if r["fixed"]
+            and r.get("recipe") == head.get("recipe")
+            and r.get("preconditions", []) == head.get("preconditions", [])
+        ),
+        None,
+    )
+
+
+def site_verdicts(evidence: list[dict]) -> dict[str, dict]:
+    """fingerprint -> {"stock": (record, fixed record) or None, "pre": the same for records made
+    under a precondition, "others": the remaining bug-side records}."""
     by_fp: dict[str, list[dict]] = defaultdict(list)
     for r in evidence:
         by_fp[r["fingerprint"]].append(r)
     out = {}
     for fp, recs in by_fp.items():
-        # among equally severe records, one that ran to a replay before a masked reload
-        bug = sorted(
-            (r for r in recs if not r["fixed"]),
-            key=lambda r: (_RANK[r["verdict"]], r.get("failure") == "masked"),
-        )
-        if not bug:
-            continue
-        head = bug[0]
-        fixed = next(
-            (
-                r
-                for r in recs
-                if r["fixed"]
-                and r.get("recipe") == head.get("recipe")
-                and r.get("preconditions", []) == head.get("preconditions", [])
-            ),
-            None,
-        )
-        out[fp] = (head, fixed, bug[1:])
+        bug = sorted((r for r in recs if not r["fixed"]), key=_rank)
+        stock = [r for r in bug if not r.get("preconditions")]
+        pre = [r for r in bug if r.get("preconditions")]
+        heads = [x[0] for x in (stock, pre) if x]
+        out[fp] = {
+            "stock": (stock[0], _fixed_of(recs, stock[0])) if stock else None,
+            "pre": (pre[0], _fixed_of(recs, pre[0])) if pre else None,
+            "others": [r for r in bug if all(r is not h for h in heads)],
+            "stock_all": stock,
+        }
     return out
 
 
@@ -54,23 +74,99 @@ def _short(text: str, n: int = 110) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
-def render(findings_doc: dict, evidence_doc: dict) -> str:
-    findings = [f for f in findings_doc["findings"] if not f.get("suppressed")]
-    sites = site_verdicts(evidence_doc["evidence"])
-    env = evidence_doc.get("environment", {})
-    counts: Counter = Counter()
+def _cell(pair) -> str:
+    if pair is None:
+        return "-"
+    r = pair[0]
+    text = r.get("grade") or r["verdict"]
+    if r.get("failure") and r["grade"] not in ("masked",):
+        text += f" ({r['failure']})"
+    if r.get("preconditions"):
+        text = f"{'+'.join(precondition_names(r))}: {text}"
+    return text
+
+
+def _fixed_cell(pair) -> str:
+    if pair is None or pair[1] is None:
+        return "-"
+    return pair[1].get("grade") or pair[1]["verdict"]
+
+
+def _marks(r: dict) -> str:
+    out = []
+    forced = r.get("forced")
+    if forced:
+        flags = ", ".join(forced.get("flags", []) + forced.get("env", []))
+        out.append(f"forces {forced['platform']}" + (f" ({flags})" if flags else ""))
+    if r.get("harness_reads"):
+        out.append("read by harness code: " + "; ".join(r["harness_reads"][:2]))
+    if r.get("shared_build"):
+        out.append("shared build: other clusters' storages escaped too")
+    lent = (r.get("census") or {}).get("lent") or {}
+    if lent:
+        out.append(f"{len(lent)} linked storage(s) are other stores'")
+    if "regraded_from" in r:
+        o = r["regraded_from"]
+        out.append(f"was {o['verdict']}" + (f" ({o['failure']})" if o.get("failure") else ""))
+    return "; ".join(out)
+
+
+def figures(findings: list[dict], sites: dict[str, dict]) -> dict:
+    """The headline's numbers (also what the tests and the closing note compare)."""
+    stock: Counter = Counter()
+    pre: Counter = Counter()
     tiers: Counter = Counter()
-    replay_red_fixed = set()
+    clusters_all: set = set()
+    clusters_stock: set = set()
+    observed_sites: set = set()
+    observed_clusters: dict[str, bool] = {}
     for f in findings:
-        head, fixed, _ = sites.get(f["fingerprint"], (None, None, []))
-        v = head["verdict"] if head else "missing"
-        counts[v] += 1
+        s = sites.get(f["fingerprint"])
+        st = s["stock"] if s else None
+        pr = s["pre"] if s else None
+        stock[st[0]["grade"] if st else "no stock record"] += 1
+        if pr:
+            pre[pr[0]["grade"]] += 1
+        head = (st or pr or (None, None))[0]
         tiers[(head or {}).get("tier") or "none"] += 1
-        if head and v == "red" and head.get("tier") == "replay" and fixed:
-            if fixed["verdict"] == "green":
-                replay_red_fixed.add(f["fingerprint"])
+        for pair in (st, pr):
+            if pair and pair[0].get("cluster"):
+                clusters_all.add(pair[0]["cluster"])
+        if st and st[0].get("cluster") and st[0]["grade"] in RED:
+            clusters_stock.add(st[0]["cluster"])
+        if st and st[0]["grade"] == "red-observed" and st[1] and st[1]["grade"] == "green":
+            observed_sites.add(f["fingerprint"])
+            c = st[0].get("cluster") or f["fingerprint"]
+            alone = any(
+                r["grade"] == "red-observed" and not r.get("shared_build") for r in s["stock_all"]
+            )
+            observed_clusters[c] = observed_clusters.get(c, False) or alone
+    return {
+        "stock": stock,
+        "precondition": pre,
+        "tiers": tiers,
+        "clusters": len(clusters_all),
+        "clusters_stock": len(clusters_stock),
+        "observed_sites": len(observed_sites),
+        "observed_clusters": len(observed_clusters),
+        "observed_isolated": sum(observed_clusters.values()),
+    }
+
+
+def render(findings_doc: dict, evidence_doc: dict) -> str:
+    from reload_lint.confirm.verdicts import upgrade
+
+    if not all("grade" in r for r in evidence_doc["evidence"]):
+        evidence_doc = upgrade(findings_doc, evidence_doc)
+    findings = [f for f in findings_doc["findings"] if not f.get("suppressed")]
+    records = evidence_doc["evidence"]
+    sites = site_verdicts(records)
+    env = evidence_doc.get("environment", {})
+    fig = figures(findings, sites)
     n = len(findings)
-    decided = counts["red"] + counts["green"]
+    n_pre = sum(1 for r in records if not r["fixed"] and r.get("preconditions"))
+    n_fixed = sum(1 for r in records if r["fixed"])
+    regraded = evidence_doc.get("regraded")
     lines = [
         "# H200 confirmation sweep: vLLM 0.25.1, the main job's findings",
         "",
@@ -82,37 +178,63 @@ def render(findings_doc: dict, evidence_doc: dict) -> str:
         "",
         f"- environment: {env.get('gpu', '?')}, torch {env.get('torch', '?')}, "
         f"vLLM {env.get('vllm', '?')}, Python {env.get('python', '?')}",
-        f"- findings: {n}; records: {len(evidence_doc['evidence'])}",
-        "- per finding (its most severe bug-side record): "
-        + ", ".join(f"{counts[v]} {v}" for v in VERDICTS)
-        + (f", {counts['missing']} without a record" if counts["missing"] else ""),
-        f"- red or green: {decided} of {n} ({100.0 * decided / max(n, 1):.0f}%)",
+        f"- findings: {n}; records: {len(records)} (bug side: "
+        f"{len(records) - n_pre - n_fixed} stock reload, {n_pre} under a precondition; "
+        f"{n_fixed} fixed side)",
+    ]
+    if regraded:
+        lines.append(
+            f"- verdicts re-derived from the stored stage data of a schema "
+            f"{regraded.get('from_schema')} file ({regraded.get('by')}); a changed record keeps "
+            "its old verdict in `regraded_from` (the marks column says `was ...`)"
+        )
+    lines += [
+        "- per finding, stock reload (its most decisive bug-side record with vLLM's reload as "
+        "it is): "
+        + ", ".join(f"{fig['stock'][g]} {g}" for g in GRADES)
+        + (
+            f", {fig['stock']['no stock record']} with no stock record"
+            if fig["stock"]["no stock record"]
+            else ""
+        ),
+        "- per finding, under a precondition (findings with such records only): "
+        + ", ".join(f"{fig['precondition'][g]} {g}" for g in GRADES),
+        f"- storage clusters (findings whose own escaped storages are one storage): "
+        f"{fig['clusters']} ({fig['clusters_stock']} red under stock reload)",
+        f"- red with an observed failure under stock reload and green when fixed: "
+        f"{fig['observed_sites']} sites in {fig['observed_clusters']} clusters "
+        f"({fig['observed_isolated']} from a build where only that cluster's storage escaped, "
+        f"{fig['observed_clusters'] - fig['observed_isolated']} from a shared build)",
         "- tier of the deciding record: "
-        + ", ".join(f"{tiers[t]} {t}" for t in ("replay", "census", "none")),
-        f"- red at replay tier with a green fixed side: {len(replay_red_fixed)} distinct sites",
+        + ", ".join(f"{fig['tiers'][t]} {t}" for t in ("replay", "census", "none")),
         "",
-        "| site | rule | target | family row | tier | bug side | fixed side | backend | why |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| site | rule | target | family row | tier | cluster | stock reload | fixed side | "
+        "under a precondition | fixed side | backend | marks | why |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for f in sorted(findings, key=lambda f: (f["path"], f["line"], f["target"])):
-        head, fixed, others = sites.get(f["fingerprint"], (None, None, []))
+        s = sites.get(f["fingerprint"])
         site = f"`{f['path'].removeprefix('vllm/model_executor/')}:{f['line']}`"
-        if head is None:
+        if s is None:
             lines.append(
-                f"| {site} | {f['rule']} | `{f['target']}` | - | - | missing | - | - | - |"
+                f"| {site} | {f['rule']} | `{f['target']}` | - | - | - | missing | - | - | - | - "
+                "| - | - |"
             )
             continue
-        bug = head["verdict"] + (f" ({head['failure']})" if head.get("failure") else "")
-        fx = fixed["verdict"] if fixed else "-"
+        head = (s["stock"] or s["pre"])[0]
         backend = (head.get("backend") or "-").rsplit(".", 1)[-1]
         why = head["reason"]
-        if others:
+        if s["others"]:
             why += "; also " + ", ".join(
-                f"{(o.get('recipe') or '-').rsplit(':', 1)[-1]}: {o['verdict']}" for o in others
+                f"{(o.get('recipe') or '-').rsplit(':', 1)[-1]}: {o.get('grade')}"
+                for o in s["others"]
             )
+        cluster = head.get("cluster") or "-"
         lines.append(
             f"| {site} | {f['rule']} | `{f['target']}` | {head.get('row') or '-'} | "
-            f"{head.get('tier') or '-'} | {bug} | {fx} | {backend} | {_short(why)} |"
+            f"{head.get('tier') or '-'} | {cluster} | {_cell(s['stock'])} | "
+            f"{_fixed_cell(s['stock'])} | {_cell(s['pre'])} | {_fixed_cell(s['pre'])} | "
+            f"{backend} | {_short(_marks(head), 160) or '-'} | {_short(why)} |"
         )
     return "\n".join(lines) + "\n"
 

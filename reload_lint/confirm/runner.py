@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from reload_lint.confirm.decide import decide, reach
+from reload_lint.confirm.decide import census_links, judge, reach
 from reload_lint.confirm.evidence import EvidenceRecord
 from reload_lint.confirm.fixedside import fix_fields, fixed_runs, prepare_sources
 from reload_lint.confirm.patched import cleanup
@@ -47,6 +47,9 @@ class Options:
     patches: dict = field(default_factory=dict)
     #: the fixed side from a user's checkout (confirm --source DIR), for every site
     source_fix: object = None
+    #: rerun each shared build once per red storage cluster with the other targets fixed, so
+    #: the failure class of a red comes from a build where only its cluster's storage escapes
+    isolate: bool = False
 
 
 #: held while forking a child and while printing, so that no child inherits a lock that a
@@ -321,6 +324,35 @@ def _runs_for(
     return [{**common, "fixed": False, "fixes": [], "findings": entries}]
 
 
+def _isolated_run(
+    recipe, sites: list[Site], opts: Options, preconditions: tuple[str, ...], members: set[str]
+) -> dict | None:
+    """The bug-side spec of a shared build rerun for one storage cluster (``members``: its
+    fingerprints): every other target of the build fixed. None when nothing else can be fixed
+    (the shared build is then all there is)."""
+    [spec] = _runs_for(recipe, sites, opts, False, preconditions)
+    mine = {s.canonical for s in sites if s.finding.fingerprint in members}
+    others = sorted(t for t in recipe.fixes_for(spec["targets"]) if t not in mine)
+    if not others:
+        return None
+    findings = [e for e in spec["findings"] if e["fingerprint"] in members]
+    return {**spec, "fixes": others, "findings": findings}
+
+
+def shared_clusters(records: list[EvidenceRecord]) -> dict[tuple, dict[str, set[str]]]:
+    """(build name, preconditions) -> {cluster: its fingerprints} for the red bug-side records
+    of builds that let more than one cluster escape (verdicts.finalize on a copy)."""
+    from reload_lint.confirm.verdicts import finalize, precondition_names
+
+    rows = finalize([r.to_json() for r in records if not r.fixed])
+    out: dict[tuple, dict[str, set[str]]] = {}
+    for r in rows:
+        if r["shared_build"] and r["cluster"] and not r.get("isolation"):
+            key = (r["recipe"], tuple(precondition_names(r)))
+            out.setdefault(key, {}).setdefault(r["cluster"], set()).add(r["fingerprint"])
+    return out
+
+
 def _mark_rebuilt(attrs) -> None:
     from reload_lint.confirm.recipes.vllm_layers import REBUILT
 
@@ -336,7 +368,7 @@ def _record(site: Site, recipe, spec, msgs, outcome, opts, t0) -> EvidenceRecord
     reached, why = reach(seen, msgs)
     if not reached:
         return None
-    verdict, failure, reason = decide(f, msgs, outcome, fixed)
+    verdict, failure, reason, grade = judge(f, msgs, outcome, fixed)
     load_a = stage(msgs, "load_a") or {}
     cap = stage(msgs, "capture") or {}
     fx = stage(msgs, "fixes") or {}
@@ -378,7 +410,7 @@ def _record(site: Site, recipe, spec, msgs, outcome, opts, t0) -> EvidenceRecord
         family=recipe.family,
         reload_path=load_a.get("reload_path"),
         **fix_fields(site.canonical, recipe, spec, fx),
-        census=summarize_census(census, f.fingerprint),
+        census=summarize_census(census, f),
         pressure={k: v for k, v in pressure.items() if k not in ("stage", "ok", "t")},
         replay={k: v for k, v in replay.items() if k not in ("stage", "ok", "t")},
         stages=stages,
@@ -391,15 +423,20 @@ def _record(site: Site, recipe, spec, msgs, outcome, opts, t0) -> EvidenceRecord
         component=load_a.get("component"),
         preconditions=list(fx.get("preconditions", [])),
         gpu_peak_mib=(stage(msgs, "done") or {}).get("gpu_peak_mib"),
+        grade=grade,
     )
 
 
-def summarize_census(census: dict | None, fingerprint: str) -> dict:
+def summarize_census(census: dict | None, finding) -> dict:
+    """The census as the record keeps it: ``linked`` the finding's own paths, ``lent`` the
+    linked paths that are another finding's store (ownership.py), with why."""
     if census is None:
         return {}
     rows = census["rows"]
+    own, lent = census_links(finding, census)
     return {
-        "linked": census["linked"].get(fingerprint, []),
+        "linked": own,
+        "lent": lent,
         "recorded": len(rows),
         "graph_visible": sum(1 for r in rows if r["graph_visible"]),
         "moved": sum(1 for r in rows if r["moved"]),
@@ -553,6 +590,24 @@ def _sweeps(sweep, needs, opts, records, tried, sites) -> list[EvidenceRecord]:
             break
         done.update(todo)
         sweep(fixed=False, only=set(todo))
+    if opts.isolate:
+        shared = shared_clusters([r for recs in records.values() for r in recs])
+        jobs = []
+        for (name, pre), clusters in sorted(shared.items()):
+            recipe, group = by_recipe[name]
+            if getattr(recipe, "isolate", False):
+                continue
+            for cluster, members in sorted(clusters.items()):
+                spec = _isolated_run(recipe, group, opts, pre, members)
+                if spec is not None:
+                    _say(opts, f"{name}: cluster {cluster} alone (others fixed: {spec['fixes']})")
+                    jobs.append((name, recipe, group, spec))
+        if opts.jobs <= 1:
+            for job in jobs:
+                one(job)
+        else:
+            with ThreadPoolExecutor(max_workers=opts.jobs) as pool:
+                list(pool.map(one, jobs))
     if opts.with_fix:
         sweep(fixed=True)
     out: list[EvidenceRecord] = []

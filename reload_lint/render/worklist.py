@@ -14,7 +14,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from reload_lint.confirm.evidence import FAILURES, TIERS, VERDICTS
+from reload_lint.confirm.evidence import FAILURES, GRADES, TIERS, VERDICTS
 from reload_lint.findings import Finding
 from reload_lint.render.likely_failure import likely_failure
 from reload_lint.render.worklist_evidence import (
@@ -44,10 +44,12 @@ __all__ = [
 # (via its trace) and none shows this component built that object.
 STATUS_ORDER = (
     "confirmed red",
+    "red under a precondition",
     "unread",
     "inconclusive",
     "unconfirmed",
     "static only",
+    "not applicable",
     "not reproduced",
     "fixed green",
 )
@@ -190,11 +192,13 @@ def _side_text(side: list[Match], fixed: bool) -> str:
     finding's trace, and the record shows this component built that class). The row's other
     records of the side are counted by verdict.
     """
-    top = best(side)
+    # stock reload decides; a record made under a precondition leads only when no stock one is
+    top = best([m for m in side if not m.record.preconditions]) or best(side)
     assert top is not None
     r = top.record
-    text = ("fixed side " if fixed else "") + r.verdict
+    text = ("fixed side " if fixed else "") + (r.grade or r.verdict)
     about = [b for b in (_tier_text(r), f"backend `{short(r.backend)}`" if r.backend else "") if b]
+    about += _standing(r)
     if about:
         text += " (" + "; ".join(about) + ")"
     if top.via == "trace":
@@ -219,6 +223,21 @@ def _side_text(side: list[Match], fixed: bool) -> str:
     if extra:
         text += " (+" + "; ".join(extra) + ")"
     return text
+
+
+def _standing(r: Record) -> list[str]:
+    """What a record stands on beyond its verdict: preconditions, the platform path it forces,
+    reads made by harness code, its storage cluster and whether its build was shared."""
+    out = []
+    if r.preconditions:
+        out.append("under precondition " + ", ".join(f"`{p}`" for p in r.preconditions))
+    if r.forced:
+        out.append(f"forces {r.forced}")
+    if r.harness_reads:
+        out.append("read by harness code")
+    if r.cluster and not r.fixed:
+        out.append(f"cluster {r.cluster}" + (", shared build" if r.shared_build else ""))
+    return out
 
 
 def _label(r: Record) -> str:
@@ -353,6 +372,7 @@ def render_worklist(
         "rule_names": {c: r.name for c, r in RULES.items()},
         "tiers": TIER_COLUMNS,
         "counts": count_table(attached),
+        "grades": grade_table(attached),
         "n_evidence": len(records),
         "n_evidence_direct": n_direct,
         "n_evidence_trace": n_proven_trace,
@@ -381,3 +401,21 @@ def count_table(attached: list[SiteEvidence | None]) -> list[tuple[str, list[int
     per = [sum(cells[(s, t)] for s in STATUS_ORDER) for t in TIER_COLUMNS]
     table.append(("all", per, sum(per)))
     return table
+
+
+def grade_table(attached: list[SiteEvidence | None]) -> list[tuple[str, int, int]]:
+    """Findings per grade of the deciding bug-side record: [(grade, stock reload, under a
+    precondition), ...]; a finding counts in the second column by its best record made under
+    a precondition (only findings that have one)."""
+    stock: Counter = Counter()
+    pre: Counter = Counter()
+    for ev in attached:
+        if ev is None:
+            continue
+        bug = ev.bug
+        if bug is not None and not bug.preconditions:
+            stock[bug.grade] += 1
+        under = ev.bug_under_precondition
+        if under is not None:
+            pre[under.grade] += 1
+    return [(g, stock[g], pre[g]) for g in GRADES]

@@ -22,7 +22,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from reload_lint.confirm.evidence import TIERS, VERDICTS
+from reload_lint.confirm.evidence import GRADES, TIERS, VERDICTS
+from reload_lint.confirm.verdicts import grade_from
 from reload_lint.errors import ReloadLintError
 from reload_lint.findings import Finding, normalize_target
 
@@ -31,6 +32,8 @@ MATCH_KINDS = ("fingerprint", "target", "trace")
 # The most decisive verdict first: a red run beats a storage that moved unread, which beats a
 # stable one; inconclusive decides nothing.
 VERDICT_RANK = ("red", "unread", "green", "inconclusive")
+# Within one verdict: an observed failure first, a target without a tensor of its own last.
+GRADE_RANK = ("red-observed", "masked", "red-unobserved", "unread", "green", "not-applicable")
 
 
 @dataclass(frozen=True)
@@ -59,6 +62,13 @@ class Record:
     built: tuple[str, ...] = ()
     component: str = ""
     dtype: str = ""
+    # -- evidence schema 1.3 (older records: derived from the verdict, empty otherwise) ------
+    grade: str = ""  # one of GRADES
+    preconditions: tuple[str, ...] = ()  # names: unshadow, expanded_copy_back
+    cluster: str = ""
+    shared_build: bool = False
+    forced: str = ""  # "ROCm ... (flag=True, ...)" for a row forcing a platform-only path
+    harness_reads: tuple[str, ...] = ()
 
     @property
     def site(self) -> str:
@@ -90,10 +100,12 @@ def best(matches: list[Match]) -> Match | None:
     if not matches:
         return None
 
-    def rank(m: Match) -> tuple[int, int]:
-        v = m.record.verdict
+    def rank(m: Match) -> tuple[int, int, bool, int]:
+        v, g = m.record.verdict, m.record.grade
         return (
             VERDICT_RANK.index(v) if v in VERDICT_RANK else len(VERDICT_RANK),
+            GRADE_RANK.index(g) if g in GRADE_RANK else len(GRADE_RANK),
+            m.record.shared_build,
             MATCH_KINDS.index(m.via),
         )
 
@@ -116,7 +128,15 @@ class SiteEvidence:
 
     @property
     def bug(self) -> Record | None:
-        m = best([m for m in self.proven if not m.record.fixed])
+        """The deciding bug-side record: stock reload first; a record made under a
+        precondition decides only when no stock record exists."""
+        side = [m for m in self.proven if not m.record.fixed]
+        m = best([m for m in side if not m.record.preconditions]) or best(side)
+        return m.record if m else None
+
+    @property
+    def bug_under_precondition(self) -> Record | None:
+        m = best([m for m in self.proven if not m.record.fixed and m.record.preconditions])
         return m.record if m else None
 
     @property
@@ -134,12 +154,17 @@ class SiteEvidence:
         bug, fix = self.bug, self.fix
         if bug is None and fix is None:
             return "unconfirmed"
-        if bug is not None and bug.verdict == "red":
+        if bug is not None and bug.verdict == "red" and not bug.preconditions:
             return "fixed green" if fix is not None and fix.verdict == "green" else "confirmed red"
+        under = self.bug_under_precondition
+        if under is not None and under.verdict == "red":
+            return "red under a precondition"
         if fix is not None and fix.verdict == "red":
             return "confirmed red"
         if bug is not None and bug.verdict == "unread":
             return "unread"
+        if bug is not None and bug.grade == "not-applicable":
+            return "not applicable"
         if bug is not None and bug.verdict == "green":
             return "not reproduced"
         return "inconclusive"
@@ -241,6 +266,14 @@ def _record(r, where: str) -> Record:
             f"{where}: `tier` must be one of {', '.join(TIERS)} or null, not {tier!r}"
         )
     line = r.get("line")
+    grade = r.get("grade") or grade_from(verdict, failure or None, reason)
+    if grade not in GRADES:
+        raise ReloadLintError(f"{where}: `grade` must be one of {', '.join(GRADES)}, not {grade!r}")
+    forced = r.get("forced") if isinstance(r.get("forced"), dict) else None
+    forced_text = ""
+    if forced and forced.get("platform"):
+        flags = [str(x) for x in (forced.get("flags") or []) + (forced.get("env") or [])]
+        forced_text = str(forced["platform"]) + (f" ({', '.join(flags)})" if flags else "")
     return Record(
         verdict,
         failure.strip(),
@@ -258,6 +291,12 @@ def _record(r, where: str) -> Record:
         built=_names(r, "built", where),
         component=_text(r, "component"),
         dtype=_linked_dtype(r),
+        grade=grade,
+        preconditions=tuple(p.split(":", 1)[0].strip() for p in _names(r, "preconditions", where)),
+        cluster=_text(r, "cluster"),
+        shared_build=bool(r.get("shared_build")),
+        forced=forced_text,
+        harness_reads=_names(r, "harness_reads", where),
     )
 
 

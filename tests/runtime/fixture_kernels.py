@@ -13,6 +13,11 @@ checkpoint-format parameters with weight loaders, whose ``process_weights_after_
 * SelfContained        a layer with its own post-load hook (generic fallback).
 * NeedsArgs            a layer the generic fallback cannot construct (inconclusive).
 * HIDDEN               a module-level dict the walk cannot see (the dispatch recorder can).
+* OverwrittenLambda    Machete's other shape: a lambda stored, then at once replaced by a
+                       partial over the same permutation; a third store in a branch not taken.
+* UnreadStats          a post-load tensor apply never reads (unread, whatever moves).
+* AliasingExperts      a rebuilt experts object holding the layer's own unregistered
+                       permutation (another finding's store) and a constant of its own.
 """
 
 from __future__ import annotations
@@ -320,4 +325,99 @@ class LazyWrapperRecipe(FixtureRecipe):
                 ),
                 "reuse the captured experts' lazily built wrapper and its buffer",
             )
+        }
+
+
+class OverwrittenLambdaKernel:
+    def process_weights_after_loading(self, layer):
+        perm = torch.argsort(layer.g_idx).to(torch.int64)
+        self.act_perm = lambda x: torch.index_select(x, 1, perm)
+        if layer.in_features % 8 == 0:
+            self.act_perm = functools.partial(torch.index_select, dim=1, index=perm)
+        else:
+            self.act_perm = functools.partial(torch.index_select, dim=1, index=perm.flip(0))
+        replace_parameter(layer, "weight", layer.weight.data[:, perm].contiguous())
+
+    def apply(self, layer, x):
+        return self.act_perm(x) @ layer.weight.t()
+
+
+class UnreadStatsKernel:
+    def process_weights_after_loading(self, layer):
+        self.stats = torch.zeros(4)  # kept for logging; apply never reads it
+
+    def apply(self, layer, x):
+        return x @ layer.weight.t()
+
+
+class PermExperts:
+    def __init__(self, perm: torch.Tensor, n: int):
+        self.perm = perm  # the layer's own permutation, aliased
+        self.scale = torch.full((n,), 2.0)
+
+
+class AliasingExpertsKernel:
+    def process_weights_after_loading(self, layer):
+        layer.sort_idx = torch.argsort(layer.g_idx).to(torch.int64)
+        self.experts = PermExperts(layer.sort_idx, layer.out_features)
+
+    def apply(self, layer, x):
+        xs = torch.index_select(x, 1, self.experts.perm)
+        return (xs @ layer.weight.t()) * self.experts.scale
+
+
+@register
+class OverwrittenLambdaRecipe(FixtureRecipe):
+    name = "fixture-overwritten-lambda"
+    family = "fixture (Machete lambda then partial)"
+    classes = ("OverwrittenLambdaKernel",)
+    kernel_cls = OverwrittenLambdaKernel
+
+    def fixes(self):
+        return {
+            "self.act_perm": Fix(
+                "self.act_perm",
+                "late binding",
+                lambda: fx.late_bind(OverwrittenLambdaKernel, "self.act_perm"),
+                "register the permutation on the layer and read it at call time",
+                links=(f"layer.{fx.late_bound_name('act_perm')}",),
+            )
+        }
+
+
+@register
+class UnreadStatsRecipe(FixtureRecipe):
+    name = "fixture-unread-stats"
+    family = "fixture (unread post-load tensor)"
+    classes = ("UnreadStatsKernel",)
+    kernel_cls = UnreadStatsKernel
+
+
+@register
+class AliasingExpertsRecipe(FixtureRecipe):
+    name = "fixture-aliasing-experts"
+    family = "fixture (rebuilt object aliasing another store)"
+    classes = ("AliasingExpertsKernel", "PermExperts")
+    kernel_cls = AliasingExpertsKernel
+    #: one build serves both targets, as a family row does (no isolation)
+    isolate = False
+
+    def fixes(self):
+        return {
+            "layer.sort_idx": Fix(
+                "layer.sort_idx",
+                "registration",
+                lambda: fx.register(AliasingExpertsKernel, "layer.sort_idx"),
+                "register layer.sort_idx so the copy-back preserves it",
+            ),
+            "self.experts": Fix(
+                "self.experts",
+                "reuse rebuilt",
+                lambda: fx.reuse_rebuilt(
+                    AliasingExpertsKernel,
+                    "self.experts",
+                    lambda k, layer: getattr(k, "experts", None),
+                ),
+                "copy the rebuilt experts' tensors into the captured storages",
+            ),
         }

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from reload_lint.confirm.families import BY_ID, ROWS, map_finding, rows_for_finding
+from reload_lint.confirm.families import BY_ID, map_finding, rows_for_finding
 from reload_lint.findings import Finding
 
 torch = pytest.importorskip("torch")
@@ -34,21 +34,6 @@ def _findings() -> list[Finding]:
 
 
 # -- the rows and the mapping -----------------------------------------------------------------
-
-
-def test_census_rows_force_the_refused_backends_and_name_known_standins():
-    for rid in CENSUS_ROWS:
-        row = BY_ID[rid]
-        assert row.standins and all(n in standins.STANDINS for n in row.standins), rid
-        assert all(b.startswith("flashinfer_") for b in row.backends), rid
-        # exactly one capability check is stood in, the backend's own
-        checks = [n for n in row.standins if n.endswith("._supports_current_device")]
-        assert len(checks) == 1 and checks[0].split(".")[0] in row.kernels, rid
-    # the replay-tier row no longer forces backends vLLM refuses on SM90
-    assert not {"flashinfer_trtllm", "flashinfer_b12x"} & set(BY_ID["moe-modelopt-nvfp4"].backends)
-    # the TRT-LLM per-expert clamp/alpha/beta exist only with a SwiGLU limit on the MoE config
-    kw = dict(BY_ID["moe-modelopt-nvfp4-trtllm"].moe_kwargs)
-    assert {"swiglu_limit", "swiglu_alpha", "swiglu_beta"} <= set(kw)
 
 
 def test_every_flashinfer_moe_finding_of_0_25_1_maps_to_its_census_row():
@@ -88,14 +73,6 @@ def test_a_built_class_whose_own_post_load_is_the_trace_root_is_fixed_on_the_com
     assert site.row == "moe-modelopt-nvfp4-b12x"
     assert site.canonical == "self.moe_kernel" and site.owner == "ModelOptNvFp4FusedMoE"
     assert site.early and "cuda" in site.early  # no vLLM/CUDA here: said, not guessed
-
-
-def test_family_recipe_records_the_rows_standins():
-    from reload_lint.confirm.recipes.vllm_layers import FamilyRecipe
-
-    r = FamilyRecipe.from_name("family:moe-modelopt-nvfp4-trtllm:flashinfer_trtllm")
-    assert r.row is BY_ID["moe-modelopt-nvfp4-trtllm"] and r.backend == "flashinfer_trtllm"
-    assert {x.id for x in ROWS if x.standins} >= set(CENSUS_ROWS)
 
 
 # -- the stand-ins ------------------------------------------------------------------------------

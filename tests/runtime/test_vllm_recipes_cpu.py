@@ -69,8 +69,9 @@ def _fake_vllm(mxfp8_choice: str = "MarlinMxfp8LinearKernel") -> dict[str, types
             layer.weight = P(layer.weight.data.view(torch.uint8).clone(), requires_grad=False)
 
         def apply_weights(self, layer, x, bias=None):
-            w = layer.weight.float()[:, : x.shape[-1]]
-            return (x.float() @ w.T + layer.workspace.float().sum()).to(x.dtype)
+            w = layer.weight.float()
+            k = min(w.shape[1], x.shape[-1])
+            return (x.float()[:, :k] @ w[:, :k].T + layer.workspace.float().sum()).to(x.dtype)
 
     class MarlinNvFp4LinearKernel(_MarlinKernel):
         pass
@@ -242,12 +243,66 @@ def test_dense_fp4_and_mxfp8_sites_map_to_their_recipes_and_moe_siblings_do_not(
         assert r is None or not r.name.startswith("vllm-"), (sym, r and r.name)
 
 
+def _cpu_verdict(r, fixed: bool) -> tuple[str, str | None, str, str]:
+    """The recipe's layer through the pipeline's CPU path, stage by stage as pipeline.py runs
+    them: load A, capture under the dispatch recorder (the CPU stand-in graph), the simulated
+    layerwise reload with B, the census, the replay against a cold load of B, the verdict."""
+    from reload_lint.confirm.cpugraph import CpuGraph, IllegalAccess
+    from reload_lint.confirm.decide import judge
+    from reload_lint.confirm.pipeline import compare
+    from reload_lint.confirm.recorder import DispatchRecorder, Manifest, take_census
+    from reload_lint.confirm.targets import link_rows
+
+    undo = r.fixes()["layer.workspace"].apply() if fixed else None
+    try:
+        cold = r.construct("cpu")
+        load_weights(cold.model, r.checkpoint(2, "cpu"))
+        r.post_load(cold.model)
+        x = r.example_input("cpu")
+        ref = cold.forward(x)
+        built = r.construct("cpu")
+        driver = SimulatedLayerwiseReload(r.post_load)
+        driver.record(built.model)
+        load_weights(built.model, r.checkpoint(1, "cpu"))
+        r.post_load(built.model)
+        rec = DispatchRecorder(keep_log=True)
+        with rec:
+            out = built.forward(x)
+        manifest = Manifest.record({"layer": built.model}, rec, [x])
+        graph = CpuGraph(rec, out)
+        driver.reload(built.model, r.checkpoint(2, "cpu"))
+        rows = take_census(manifest)
+        f = _finding(FP4 if "nvfp4" in r.name else FP8, "prepare")
+        linked = [row.path for row in link_rows(f.to_json(), manifest, rows)]
+        census = {"rows": [row.to_json() for row in rows], "linked": {f.fingerprint: linked}}
+        msgs = [{"stage": "load_a", "tier": "replay"}, {"stage": "census", **census}]
+        try:
+            msgs.append({"stage": "replay", **compare(graph.replay(), ref)})
+        except IllegalAccess as exc:
+            msgs.append(
+                {
+                    "stage": "replay",
+                    "ok": False,
+                    "error": str(exc)[:200],
+                    "error_type": "IllegalAccess",
+                }
+            )
+        return judge(f, msgs, {"status": "ok"}, fixed)
+    finally:
+        if undo is not None:
+            undo()
+
+
 @pytest.mark.parametrize("name", ["vllm-nvfp4-marlin-w4a16", "vllm-mxfp8-marlin"])
-def test_recipe_needs_cuda_and_has_the_workspace_fix(name):
+def test_recipe_is_red_on_the_cpu_path_and_green_with_its_workspace_fix(fake_vllm, name):
     r = get_recipe(name)
-    assert "needs --device cuda" in r.unavailable("cpu")
-    assert set(r.fixes()) == {"layer.workspace"}
-    assert r.fixes()["layer.workspace"].kind == "reuse storage"
+    assert "needs --device cuda" in r.unavailable("cpu")  # confirm() runs it on CUDA only
+    verdict, failure, reason, grade = _cpu_verdict(r, fixed=False)
+    # the freed workspace reads back as the poison pattern: the replay's output is wrong
+    assert verdict == "red" and grade == "red-observed", reason
+    assert failure in ("stale read", "illegal access") and "layer.workspace freed" in reason
+    verdict, _, reason, grade = _cpu_verdict(r, fixed=True)
+    assert verdict == "green" and grade == "green", reason
 
 
 # -- construction against the stand-in ---------------------------------------------------------

@@ -271,7 +271,7 @@ def test_evidence_statuses(tmp_path):
     assert "confirmed red (1/2), fixed green (1/2)" in marlin
     # Bug side: the most decisive record, the row's others counted; fixed side apart.
     assert (
-        "red (replay): 88/88 pointers moved; replay hung (+1 more red: "
+        "red-observed (replay): 88/88 pointers moved; replay hung (+1 more red: "
         f"`{gidx.fingerprint}`); fixed side green (replay): pointers stable" in marlin
     )
     assert "via" not in marlin
@@ -501,7 +501,7 @@ def test_cutlass_evidence_with_built_proof_merges_for_that_component_only(tmp_pa
     md = render_worklist(fs, evidence=recs)
     cells = _cells(_row(md, "Fp8MoEMethod"))
     assert cells[5] == (
-        "red (replay) via trace (`Fp8MoEMethod` built `CutlassBatchedExpertsFp8`) from "
+        "red-observed (replay) via trace (`Fp8MoEMethod` built `CutlassBatchedExpertsFp8`) from "
         "`CutlassExpertsFp8Base.__init__` `self.ab_strides1`: self.ab_strides1 red "
         "(+1 more red: `self.c_strides1`); fixed side green (replay) via trace "
         "(`Fp8MoEMethod` built `CutlassBatchedExpertsFp8`): self.ab_strides1 green "
@@ -620,7 +620,8 @@ def test_target_match_when_the_fingerprint_drifted(tmp_path):
     md = render_worklist(fs, evidence=load_evidence(_evidence(tmp_path, recs)))
     assert "| MacheteLinearKernel |" in md and "via" not in _row(md, "MacheteLinearKernel")
     u = _row(md, "marlin_utils_fp8")
-    assert "red via target from `prepare_fp8_layer_for_marlin` `layer.workspace`" in u
+    # a red without a failure class: the storage escaped, no failure was observed
+    assert "red-unobserved via target from `prepare_fp8_layer_for_marlin` `layer.workspace`" in u
     assert u.rstrip().endswith("| confirmed red (1/2), static only (1/2) |")
 
 
@@ -649,7 +650,8 @@ def test_row_verdicts_red_beats_unread_beats_green_beats_inconclusive(tmp_path):
     assert _row(md, "Fp8MoEMethod").rstrip().endswith("| unread |")
     md = render_worklist(fs, evidence=load_evidence(_evidence(tmp_path, recs[3:])))
     row = _row(md, "Fp8MoEMethod")
-    assert "red via trace" in row and "; fixed side red via trace" in row and "fix leaks" in row
+    assert "red-observed via trace" in row and "fix leaks" in row
+    assert "; fixed side red-unobserved via trace" in row
     assert "(+1 green: `self.c_strides1`)" in row and "livelock" in row
 
 
@@ -744,7 +746,7 @@ def test_one_record_per_backend_of_a_rebuilt_kernel(tmp_path):
     md = render_worklist(fs, evidence=load_evidence(_evidence(tmp_path, recs)))
     cells = _cells(_row(md, "Fp8MoEMethod"))
     assert cells[5] == (
-        "red (replay; backend `CutlassExpertsFp8`): ab_strides1 freed (+1 green: "
+        "red-observed (replay; backend `CutlassExpertsFp8`): ab_strides1 freed (+1 green: "
         "`self.moe_kernel` on `TritonExperts`; 1 inconclusive: `self.moe_kernel`); "
         "fixed side green (replay; backend `X`)"
     )
