@@ -100,6 +100,7 @@ def run(args) -> int:
     from reload_lint.confirm.evidence import evidence_document, write_evidence
     from reload_lint.confirm.reload import VllmLayerwiseReload
     from reload_lint.confirm.runner import Options, confirm
+    from reload_lint.confirm.verdicts import finalize
 
     import_root = str(Path.cwd())
     if import_root not in sys.path:
@@ -145,7 +146,7 @@ def run(args) -> int:
     env["vllm_reload_api"] = VllmLayerwiseReload.importable() or "importable"
     if source is not None:
         env["source"] = source
-    doc = evidence_document(records, device=device, env=env)
+    doc = evidence_document(finalize([r.to_json() for r in records]), device=device, env=env)
     write_evidence(Path(args.output), doc)
     s = doc["summary"]
     print(

@@ -112,11 +112,11 @@ class EvidenceRecord:
 
 
 def evidence_document(
-    records: list[EvidenceRecord], *, device: str, env: dict | None = None
+    records: list[EvidenceRecord] | list[dict], *, device: str, env: dict | None = None
 ) -> dict:
-    from reload_lint.confirm.verdicts import finalize, summary
-
-    rows = finalize([r.to_json() for r in records])
+    """The evidence file's document. Records are taken as they are: the runner finalizes them
+    first (``verdicts.finalize``: grades, clusters, what each stands on)."""
+    rows = [r.to_json() if isinstance(r, EvidenceRecord) else r for r in records]
     counts = {v: 0 for v in VERDICTS}
     tiers = {t: 0 for t in (*TIERS, "none")}
     for r in rows:
@@ -130,8 +130,20 @@ def evidence_document(
         "evidence": rows,
         "summary": counts,
         "tiers": tiers,
-        "grades": summary(rows),
+        "grades": grade_counts(rows),
     }
+
+
+def grade_counts(rows: list[dict]) -> dict[str, dict[str, int]]:
+    """Bug-side records per grade, stock reload apart from records made under a precondition."""
+    out: dict[str, dict[str, int]] = {
+        k: dict.fromkeys(GRADES, 0) for k in ("stock", "precondition")
+    }
+    for r in rows:
+        if r.get("fixed") or r.get("grade") not in GRADES:
+            continue
+        out["precondition" if r.get("preconditions") else "stock"][r["grade"]] += 1
+    return out
 
 
 def write_evidence(path: Path, document: dict) -> None:

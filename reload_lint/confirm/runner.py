@@ -330,7 +330,7 @@ def _isolated_run(
     """The bug-side spec of a shared build rerun for one storage cluster (``members``: its
     fingerprints): every other target of the build fixed. None when nothing else can be fixed
     (the shared build is then all there is)."""
-    [spec] = _runs_for(recipe, sites, opts, False, preconditions)
+    [spec] = _runs_for(recipe, sites, opts, preconditions)
     mine = {s.canonical for s in sites if s.finding.fingerprint in members}
     others = sorted(t for t in recipe.fixes_for(spec["targets"]) if t not in mine)
     if not others:
@@ -351,6 +351,22 @@ def shared_clusters(records: list[EvidenceRecord]) -> dict[tuple, dict[str, set[
             key = (r["recipe"], tuple(precondition_names(r)))
             out.setdefault(key, {}).setdefault(r["cluster"], set()).add(r["fingerprint"])
     return out
+
+
+def _isolation_jobs(by_recipe: dict, records: list[EvidenceRecord], opts: Options) -> list:
+    """Jobs for ``--isolate``: per shared build (not an isolating recipe), one bug-side rerun
+    per red storage cluster with every other target fixed."""
+    jobs = []
+    for (name, pre), clusters in sorted(shared_clusters(records).items()):
+        recipe, group = by_recipe[name]
+        if getattr(recipe, "isolate", False):
+            continue
+        for cluster, members in sorted(clusters.items()):
+            spec = _isolated_run(recipe, group, opts, pre, members)
+            if spec is not None:
+                _say(opts, f"{name}: cluster {cluster} alone (others fixed: {spec['fixes']})")
+                jobs.append((name, recipe, group, spec))
+    return jobs
 
 
 def _mark_rebuilt(attrs) -> None:
@@ -529,8 +545,10 @@ def confirm(findings: list[Finding], opts: Options) -> list[EvidenceRecord]:
                     red_sites.setdefault(name, set()).add(s.finding.fingerprint)
             _say_record(opts, rec)
 
-    def sweep(fixed: bool, only=None) -> None:
-        if fixed:
+    def sweep(fixed: bool, only=None, jobs=None) -> None:
+        if jobs is not None:
+            pass
+        elif fixed:
             jobs = fixed_jobs()
         else:
             jobs = [
@@ -573,13 +591,16 @@ def confirm(findings: list[Finding], opts: Options) -> list[EvidenceRecord]:
             jobs += [(name, recipe, group, spec) for spec in runs]
         return jobs
 
+    def isolation() -> list:
+        return _isolation_jobs(by_recipe, [r for recs in records.values() for r in recs], opts)
+
     try:
-        return _sweeps(sweep, needs, opts, records, tried, sites)
+        return _sweeps(sweep, needs, opts, records, tried, sites, isolation)
     finally:
         cleanup(overlay_parent)
 
 
-def _sweeps(sweep, needs, opts, records, tried, sites) -> list[EvidenceRecord]:
+def _sweeps(sweep, needs, opts, records, tried, sites, isolation) -> list[EvidenceRecord]:
     sweep(fixed=False)
     from reload_lint.confirm.fixes import PRECONDITIONS
 
@@ -591,23 +612,7 @@ def _sweeps(sweep, needs, opts, records, tried, sites) -> list[EvidenceRecord]:
         done.update(todo)
         sweep(fixed=False, only=set(todo))
     if opts.isolate:
-        shared = shared_clusters([r for recs in records.values() for r in recs])
-        jobs = []
-        for (name, pre), clusters in sorted(shared.items()):
-            recipe, group = by_recipe[name]
-            if getattr(recipe, "isolate", False):
-                continue
-            for cluster, members in sorted(clusters.items()):
-                spec = _isolated_run(recipe, group, opts, pre, members)
-                if spec is not None:
-                    _say(opts, f"{name}: cluster {cluster} alone (others fixed: {spec['fixes']})")
-                    jobs.append((name, recipe, group, spec))
-        if opts.jobs <= 1:
-            for job in jobs:
-                one(job)
-        else:
-            with ThreadPoolExecutor(max_workers=opts.jobs) as pool:
-                list(pool.map(one, jobs))
+        sweep(fixed=False, jobs=isolation())
     if opts.with_fix:
         sweep(fixed=True)
     out: list[EvidenceRecord] = []

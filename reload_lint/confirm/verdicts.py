@@ -1,7 +1,7 @@
 """What each verdict stands on: grades, preconditions, forced platforms, harness reads, clusters.
 
 ``finalize`` runs over a sweep's records (plain JSON dicts) once they all exist
-(``evidence.evidence_document``) and is idempotent:
+(``confirm``'s command, before ``evidence.evidence_document``) and is idempotent:
 
 * ``grade``: the fine verdict (``evidence.GRADES``), from ``decide.judge``;
 * ``tier``: ``replay`` only when a replay ran; a build that stopped before it (vLLM's reload
@@ -32,11 +32,11 @@ import argparse
 import json
 import re
 import sys
-from collections import Counter, defaultdict
+from collections import defaultdict
 from pathlib import Path
 from types import SimpleNamespace
 
-from reload_lint.confirm.evidence import GRADES, OBSERVED_FAILURES
+from reload_lint.confirm.evidence import OBSERVED_FAILURES, grade_counts
 
 
 def precondition_names(rec: dict) -> list[str]:
@@ -185,7 +185,7 @@ def upgrade(findings_doc: dict, evidence_doc: dict) -> dict:
         t: sum(1 for r in rows if (r.get("tier") or "none") == t)
         for t in ("replay", "census", "none")
     }
-    doc["grades"] = summary(rows)
+    doc["grades"] = grade_counts(rows)
     return doc
 
 
@@ -313,16 +313,6 @@ def _clusters(rows: list[dict]) -> None:
                 if o.get("cluster") == r["cluster"]:
                     mine |= _escaped(o)
             r["shared_build"] = bool(_all_escaped(r) - mine)
-
-
-def summary(rows: list[dict]) -> dict:
-    """Bug-side records per grade, stock reload apart from precondition runs."""
-    out = {"stock": Counter(), "precondition": Counter()}
-    for r in rows:
-        if r.get("fixed"):
-            continue
-        out["precondition" if r.get("preconditions") else "stock"][r.get("grade")] += 1
-    return {k: {g: c[g] for g in GRADES} for k, c in out.items()}
 
 
 def main(argv: list[str] | None = None) -> int:
