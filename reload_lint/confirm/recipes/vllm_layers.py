@@ -100,7 +100,23 @@ class FamilyRecipe(Recipe):
     def unavailable(self, device: str) -> str | None:
         if self.row.unsupported:
             return self.row.unsupported
-        return vllm_unavailable(device)
+        if self.row.missing:
+            return f"the runner lacks {self.row.missing}"
+        why = vllm_unavailable(device)
+        if why:
+            return why
+        import importlib.util
+
+        for mod in self.row.modules:
+            try:
+                found = importlib.util.find_spec(mod) is not None
+            except (ImportError, ValueError):
+                found = False
+            if not found:
+                return f"module {mod} is not importable; row {self.row.id} needs " + "; ".join(
+                    self.row.needs
+                )
+        return None
 
     def preimport(self) -> None:
         install_import_shims()
@@ -125,6 +141,15 @@ class FamilyRecipe(Recipe):
             dims = {"qk_nope_head_dim": MLA_P, "qk_rope_head_dim": 64, "v_head_dim": MLA_V}
         self._shim = install_model_config(torch.bfloat16, quant, **dims)
         force_backend(self.backend)
+        if self.row.linear_backend:
+            # vLLM 0.33.0's --linear-backend (KernelConfig.linear_backend)
+            from vllm.config import get_current_vllm_config
+
+            kc = get_current_vllm_config().kernel_config
+            try:
+                kc.linear_backend = self.row.linear_backend
+            except Exception:
+                object.__setattr__(kc, "linear_backend", self.row.linear_backend)
         if self.row.quant is not None:
             # loads the row's quant-method module, so that the fixes (applied before any layer
             # is built) find its classes by name
