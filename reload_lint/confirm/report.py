@@ -21,6 +21,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from reload_lint.confirm.evidence import GRADES
+from reload_lint.confirm.report_fix import diff_section, fixed_cell, headline
 from reload_lint.confirm.verdicts import precondition_names
 
 #: most decisive first
@@ -87,9 +88,11 @@ def _cell(pair) -> str:
 
 
 def _fixed_cell(pair) -> str:
+    """The fixed side's grade and where its fix came from (report_fix.fixed_cell)."""
     if pair is None or pair[1] is None:
         return "-"
-    return pair[1].get("grade") or pair[1]["verdict"]
+    fixed = pair[1]
+    return fixed_cell({**fixed, "verdict": fixed.get("grade") or fixed["verdict"]})
 
 
 def _marks(r: dict) -> str:
@@ -207,6 +210,11 @@ def render(findings_doc: dict, evidence_doc: dict) -> str:
         f"{fig['observed_clusters'] - fig['observed_isolated']} from a shared build)",
         "- tier of the deciding record: "
         + ", ".join(f"{fig['tiers'][t]} {t}" for t in ("replay", "census", "none")),
+        # the fixed side by where its fix came from (the codemod's patch, --source, monkeypatch)
+        *headline(
+            records,
+            {fp: (s["stock"] or s["pre"]) + (s["others"],) for fp, s in sites.items()},
+        ),
         "",
         "| site | rule | target | family row | tier | cluster | stock reload | fixed side | "
         "under a precondition | fixed side | backend | marks | why |",
@@ -236,6 +244,7 @@ def render(findings_doc: dict, evidence_doc: dict) -> str:
             f"{_fixed_cell(s['stock'])} | {_cell(s['pre'])} | {_fixed_cell(s['pre'])} | "
             f"{backend} | {_short(_marks(head), 160) or '-'} | {_short(why)} |"
         )
+    lines += diff_section(findings_doc["findings"], records)
     return "\n".join(lines) + "\n"
 
 

@@ -247,6 +247,9 @@ ROWS_0330: tuple[Row, ...] = (
         "linear-xpu",
         "linear",
         components=("XPUMxFp8LinearKernel", "XPUFp8BlockScaledMMKernel"),
-        unsupported="XPU linear kernels are chosen only on Intel XPU (PlatformEnum.XPU lists)",
+        unsupported=(
+            "XPUMxFp8LinearKernel and XPUFp8BlockScaledMMKernel are chosen only on Intel XPU "
+            "(the PlatformEnum.XPU kernel lists of kernels/linear/__init__.py)"
+        ),
     ),
 )
