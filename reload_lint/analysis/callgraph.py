@@ -5,8 +5,10 @@ Followed: `self.m(...)` in the same MRO; `self.held.m(...)` and `layer.held.m(..
 of known class (`self.x = Class(...)`, what the analysis saw stored there, what the root's
 class stores on the layer); a held object called like a function (`self.experts(x)`,
 `layer.kernel(x)`: its class's `__call__`, an nn.Module's `forward`); project functions; static
-and class methods called on a class or on a module global naming classes (a dispatcher class
-picked per device: `Ops.matmul(x, layer)`, `_OPS = CudaOps if ... else RocmOps`).
+and class methods called on a class, on a module global naming classes or on what a project
+function returns (a dispatcher class picked per device: `Ops.matmul(x, layer)`, `_OPS = CudaOps
+if ... else RocmOps`, `ops = pick_ops(dev); ops.matmul(x, layer)`). A local bound once to an
+attribute or a call stands for it (`kernel = self.kernel; kernel(x)`).
 
 Mixed into Analyzer (analysis/interp.py).
 """
@@ -55,10 +57,17 @@ class CallGraphMixin:
             for part in st[4:]:
                 _calls(part, calls)
         me = f["params"][0] if f["cls"] and f["params"] else None
+        alias = _local_aliases(f, me)
         out: list[tuple] = []
         seen: set = set()
         for c in calls:
             fn = c[1]
+            if fn[0] == "n" and fn[1] in alias:
+                fn = alias[fn[1]]  # `kernel = self.kernel; kernel(x)`
+            elif fn[0] == "a" and fn[1][0] == "n" and fn[1][1] in alias:
+                fn = ("a", alias[fn[1][1]], fn[2])  # `ops = pick_ops(); ops.matmul(x, w)`
+            if fn is not c[1]:
+                c = (c[0], fn, *c[2:])
             targets: list[tuple] = []
             if fn[0] == "a" and me and fn[1] == ("n", me) and cls_key:
                 found = self.index.lookup_method(cls_key, fn[2])
@@ -116,10 +125,10 @@ class CallGraphMixin:
                         # `Ops.matmul(x, layer)`: a static or class method of a class named
                         # at the call (a dispatcher class)
                         targets += self._static_targets(r[1], r[2], g)
-                elif fn[0] == "a" and fn[1][0] == "n" and fn[1][1] != me:
-                    # `_OPS.matmul(x, layer)`, `_OPS = CudaOps if ... else RocmOps`: each class
-                    # the module global can name
-                    for ck in self._global_classes(mod, fn[1][1]):
+                elif fn[0] == "a" and fn[1][0] in ("n", "c") and fn[1] != ("n", me):
+                    # `_OPS.matmul(x, layer)`, `_OPS = CudaOps if ... else RocmOps`; a call
+                    # returning the class (`pick_ops().matmul(x, layer)`): each class named
+                    for ck in self._classes_of(mod, fn[1]):
                         found = self.index.lookup_method(ck, fn[2])
                         g = self.index.function(*found) if found else None
                         if g is not None:
@@ -153,12 +162,25 @@ class CallGraphMixin:
             return [(mod, qn, None, True)]
         return []
 
-    def _global_classes(self, mod: str, name: str) -> list[str]:
-        """Class keys a module global can name: `X = A`, `X = A if cond else B`."""
-        rec = self.index.record(mod)
-        value = rec["globals"].get(name) if rec is not None else None
+    def _classes_of(self, mod: str, expr) -> list[str]:
+        """Class keys an expression can name: a module global `X = A` / `X = A if c else B`,
+        or a call to a project function whose returns name classes (`return CudaOps`)."""
+        if expr[0] == "n":
+            rec = self.index.record(mod)
+            value = rec["globals"].get(expr[1]) if rec is not None else None
+            return self._named_classes(mod, [value] if value is not None else [])
+        d = dotted(expr[1]) if expr[0] == "c" and expr[1][0] in ("n", "a") else None
+        q = self.index.qualify(mod, d) if d else None
+        r = self.index.resolve(q) if q else None
+        g = self.index.function(r[1], r[2]) if r is not None and r[0] == "func" else None
+        if g is None or g["cls"]:
+            return []
+        rets = [st[4] for st in g["body"] if st[0] == "ret" and st[4] is not None]
+        return self._named_classes(r[1], rets)
+
+    def _named_classes(self, mod: str, exprs: list) -> list[str]:
         out: list[str] = []
-        todo = [value] if value is not None else []
+        todo = list(exprs)
         while todo:
             e = todo.pop()
             if e[0] == "if":
@@ -170,3 +192,23 @@ class CallGraphMixin:
             if r is not None and r[0] == "class" and f"{r[1]}:{r[2]}" not in out:
                 out.append(f"{r[1]}:{r[2]}")
         return out
+
+
+def _local_aliases(f: dict, me: str | None) -> dict:
+    """Locals bound once in `f` to an attribute of its `self` or of a parameter
+    (`kernel = self.kernel`), or to a call (`ops = pick_ops()`): name -> that expression."""
+    bound: dict = {}
+    count: dict = {}
+    for st in f["body"]:
+        if st[0] != "assign":
+            continue
+        for t in st[4]:
+            if t[0] == "n":
+                count[t[1]] = count.get(t[1], 0) + 1
+        if len(st[4]) == 1 and st[4][0][0] == "n":
+            v = st[5]
+            if (v[0] == "a" and v[1][0] == "n" and v[1][1] in f["params"]) or (
+                v[0] == "c" and v[1][0] in ("n", "a")
+            ):
+                bound[st[4][0][1]] = v
+    return {n: v for n, v in bound.items() if count.get(n) == 1 and n not in f["params"]}

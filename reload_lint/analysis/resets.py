@@ -3,7 +3,8 @@
 A guard is run-once when the post-load path sets its flag to the value that skips the guarded
 code (analysis/pathfacts.py). If some other function sets the flag back to the value that runs
 it (`self._prepared = False`, `layer._done = False`), or deletes it (`del self._packed`,
-`delattr(layer, "_converted")`), the next post-load after that runs in full: the guard is not
+`delattr(layer, "_converted")`, `vars(self).pop("_fused", None)`), the next post-load after
+that runs in full: the guard is not
 run-once, and a store behind it is reported with a `guard` text naming the reset.
 
 Where the writes are looked for: the module of the guard and the modules of the guard's class

@@ -333,11 +333,24 @@ def _flag_value(e) -> object:
     return "obj"
 
 
+def _dict_pop(c) -> tuple | None:
+    """(object, attribute) for `vars(x).pop("attr", ...)` / `x.__dict__.pop("attr", ...)`."""
+    fn, args = c[1], c[2]
+    if fn[0] != "a" or fn[2] != "pop" or not args or args[0][:2] != ("k", "str"):
+        return None
+    d = fn[1]
+    if d[0] == "c" and d[1] == ("n", "vars") and len(d[2]) == 1:
+        return d[2][0], args[0][2]
+    if d[0] == "a" and d[2] == "__dict__":
+        return d[1], args[0][2]
+    return None
+
+
 def _v_flag_writes(rec, cache, attr):
     """(qn, name, class qualname, on its own self, line, value) of every write of attribute
     `attr` with a constant (`x.attr = False`, `setattr(x, "attr", None)`) and every delete
-    (`del x.attr`, `delattr(x, "attr")`: value "del"), in record order: where a state flag
-    may be set back."""
+    (`del x.attr`, `delattr(x, "attr")`, `vars(x).pop("attr", None)`: value "del"), in record
+    order: where a state flag may be set back."""
     idx = cache.get("flag_writes")
     if idx is None:
         idx = {}
@@ -349,6 +362,8 @@ def _v_flag_writes(rec, cache, attr):
                     hits = [(t[1], t[2], _flag_value(st[5])) for t in st[4] if t[0] == "a"]
                 elif st[0] == "del" and st[4][0] == "a":
                     hits = [(st[4][1], st[4][2], "del")]
+                elif st[0] == "expr" and st[4][0] == "c" and _dict_pop(st[4]) is not None:
+                    hits = [(*_dict_pop(st[4]), "del")]  # `vars(x).pop("attr", None)`
                 elif st[0] == "expr" and st[4][0] == "c" and st[4][1][0] == "n":
                     fn, args = st[4][1][1], st[4][2]
                     named = len(args) >= 2 and args[1][0] == "k" and args[1][1] == "str"

@@ -20,7 +20,10 @@ def findings():
 
     result = run_check([ROOT], Config(contract="vllm-layerwise"), base_dir=ROOT, use_cache=False)
     assert not result.errors
-    return {(f.path.rsplit("/", 1)[-1], f.target): f for f in result.findings}
+    # (file, target) and (file, line): one target may be stored in several classes of a file
+    out = {(f.path.rsplit("/", 1)[-1], f.target): f for f in result.findings}
+    out.update({(f.path.rsplit("/", 1)[-1], f.line): f for f in result.findings})
+    return out
 
 
 @pytest.mark.parametrize(
@@ -45,9 +48,17 @@ def test_reader_found_through_call_and_dispatcher(findings, site, reader):
     assert fd.confidence == "high"
 
 
-def test_reader_through_a_module_global_dispatcher(findings):
-    fd = next(f for (p, _t), f in findings.items() if p == "dispatch.py" and f.line == 51)
+@pytest.mark.parametrize("line", [51, 70])
+def test_reader_through_a_dispatcher_picked_per_device(findings, line):
+    # a module global naming classes (`_OPS = CudaOps if ... else CpuOps`), a local bound to a
+    # function returning the class (`ops = pick_ops(...)`)
+    fd = findings[("dispatch.py", line)]
     assert fd.reader == f"{PKG}/dispatch.py:10 in CudaOps.matmul"
+
+
+def test_reader_through_a_local_bound_to_the_held_object(findings):
+    fd = findings[("held_call.py", "self.gemm.workspace")]
+    assert fd.reader == f"{PKG}/held_call.py:21 in GemmKernel._run"
 
 
 @pytest.mark.parametrize(
