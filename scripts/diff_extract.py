@@ -23,7 +23,8 @@ validator raised on some valid code and on mixed str/bytes concatenations, which
 "could not analyse file"); a syntax error before a pathologically deep chain (the old token
 scan made it RL906, CPython reports the error: RL901); an identifier with NFKC-compatibility
 characters (`µ`), which CPython normalizes (`μ`) and libcst kept as written. The flag
-lowerings added since (`extract.FLAG_EXTENSIONS`: `elif` flag terms, `or` guards, dtype terms)
+lowerings added since (`extract.EXTENSIONS`: `elif` flag terms, `or` guards, dtype terms,
+class string constants)
 are switched off for the comparison.
 """
 
@@ -154,11 +155,11 @@ def compare_text(path: str, text: str, module: str, is_pkg: bool):
     from reload_lint.index import extract
 
     # the flag lowerings added since the libcst extractor are compared off (extract.py)
-    before, extract.FLAG_EXTENSIONS = extract.FLAG_EXTENSIONS, False
+    before, extract.EXTENSIONS = extract.EXTENSIONS, False
     try:
         return _compare(path, text, module, is_pkg, old_job, _extract_job)
     finally:
-        extract.FLAG_EXTENSIONS = before
+        extract.EXTENSIONS = before
 
 
 def _compare(path, text, module, is_pkg, old_job, _extract_job):

@@ -648,6 +648,10 @@ class CallMixin:
         for ch in c.items:
             name = ch.cls.split(":", 1)[1]
             names.append(name)
+            if self.no_graphs_class(ch.cls) is not None:
+                # a backend that runs only where no graphs are captured (a CPU backend):
+                # whatever it allocates, no captured graph holds it
+                continue
             for v in self.construct(fr, ch.cls, args, kwargs, line):
                 allocs = allocs + tuple(v.items)
                 # a backend allocates in its own constructor chain; what it was handed (the

@@ -27,6 +27,7 @@ from reload_lint.analysis.frame import (
 )
 from reload_lint.analysis.oracles import Oracles
 from reload_lint.analysis.pathfacts import BUILTIN_SCOPES, ONCE_NAMES, PathFactsMixin
+from reload_lint.analysis.platforms import PlatformScopeMixin
 from reload_lint.analysis.readers import ReaderMixin
 from reload_lint.analysis.resets import FlagResetMixin
 from reload_lint.analysis.stores import StoreMixin
@@ -40,7 +41,14 @@ __all__ = ["Analyzer", "Frame", "RootState"]
 
 
 class Analyzer(
-    ExprMixin, CallMixin, StoreMixin, ReaderMixin, PathFactsMixin, FlagResetMixin, ExplainMixin
+    ExprMixin,
+    CallMixin,
+    StoreMixin,
+    ReaderMixin,
+    PathFactsMixin,
+    PlatformScopeMixin,
+    FlagResetMixin,
+    ExplainMixin,
 ):
     def __init__(self, index: ProjectIndex, root_names, apply_names, contract_for, scopes=()):
         self.index = index
@@ -100,7 +108,9 @@ class Analyzer(
         self._guard_ctx: dict[tuple, list] = {}  # finding key -> guards of each reaching path
         self._resets: dict[str, dict] = {}
         self._code_resets: dict[tuple, str | None] = {}
-        self._reuse_shapes: dict[tuple, tuple | None] = {}  # storage-reuse helpers (calls.py)  # guard -> where code sets it back
+        self._reuse_shapes: dict[
+            tuple, tuple | None
+        ] = {}  # storage-reuse helpers (calls.py)  # guard -> where code sets it back
         self._path_modules: dict[str, str] | None = None
         self._ckpt: set[str] | None = None
         self._ffo: dict[str, str | None] = {}

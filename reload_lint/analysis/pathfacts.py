@@ -276,6 +276,10 @@ class PathFactsMixin:
                         return scope
                 elif path_matches(scope.pattern, path):
                     return scope
+        for _path, module, _qn in frames:
+            scope = self.platform_scope(module)  # analysis/platforms.py
+            if scope is not None:
+                return scope
         return None
 
     # ------------------------------------------------------------------ reporting hooks

@@ -491,6 +491,12 @@ def builds_on_self(rec: dict) -> list[tuple[str, str]]:
     return out
 
 
+def _v_class_consts(rec, cache, cls_qn):
+    """(name, text) of the string constants in class `cls_qn`'s body, in order."""
+    cls = rec["classes"].get(cls_qn)
+    return cls.get("consts", ()) if cls is not None else ()
+
+
 VIEWS = {
     "roots": _v_roots,
     "apply_guarded": _v_apply_guarded,
@@ -504,4 +510,5 @@ VIEWS = {
     "class_names": _v_class_names,
     "registrations": _v_registrations,
     "buffer_kinds": _v_buffer_kinds,
+    "class_consts": _v_class_consts,
 }

@@ -865,7 +865,7 @@ class _Extractor:
                     # an `elif` body runs only when its own test holds: its flag terms
                     # guard it as an `if`'s do (no exit form: the chain goes on after it)
                     el_flags = []
-                    if FLAG_EXTENSIONS and not self.ends_in_return(orelse.body):
+                    if EXTENSIONS and not self.ends_in_return(orelse.body):
                         el_flags = _local_flag_terms(
                             self.flag_terms(orelse.test, False), self.local_flags
                         )
@@ -1051,6 +1051,7 @@ class _Extractor:
         bases = tuple(self.expr(b.value if type(b) is ast.Starred else b) for b in node.bases)
         methods: dict[str, str] = {}
         fields: list[tuple[str, bool]] = []
+        consts: list[tuple[str, str]] = []
         ln, col, end = self.span(node)
         body = node.body if not self.is_suite(node.body) else []
         for stmt in body:
@@ -1073,6 +1074,9 @@ class _Extractor:
                 field = self.dataclass_field(stmt)
                 if field is not None:
                     fields.append(field)
+                const = _class_const(stmt) if EXTENSIONS else None
+                if const is not None:
+                    consts.append(const)
         self.classes[qn] = {
             "qn": qn,
             "bases": bases,
@@ -1086,6 +1090,9 @@ class _Extractor:
             ),
             "fields": tuple(fields),
         }
+        if consts:
+            # `NAME = "text"` in the class body (an enum's members naming backend classes)
+            self.classes[qn]["consts"] = tuple(consts)
 
     def module(self, mod: ast.Module) -> None:
         for stmt in mod.body:
@@ -1193,7 +1200,7 @@ class _Extractor:
         if tp is ast.BoolOp:
             keep = type(test.op) is (ast.Or if exit_form else ast.And)
             if not keep:
-                if exit_form or not FLAG_EXTENSIONS:
+                if exit_form or not EXTENSIONS:
                     return []
                 # body form `if a or b:` runs when some term holds: one compound term
                 # ("", "<or>", terms), kept only when every operand is one flag term
@@ -1244,7 +1251,7 @@ class _Extractor:
         if tp is ast.Compare and len(test.ops) == 1:
             op = type(test.ops[0])
             rhs = test.comparators[0]
-            dtype = _dtype_term(test.left, op, rhs) if FLAG_EXTENSIONS else None
+            dtype = _dtype_term(test.left, op, rhs) if EXTENSIONS else None
             if dtype is not None:
                 return [dtype]
             if _is_const(rhs, True) or _is_const(rhs, False):
@@ -1365,10 +1372,11 @@ def _member_terms(test) -> tuple:
     return ((left, positive, tuple(names)),)
 
 
-# Flag lowerings added after the libcst extractor (876de75): an `elif` test's flag terms, a
-# body-form `or` of flag terms as one compound term, `x.dtype != D` terms. scripts/
-# diff_extract.py turns them off to compare every other part of a record with that extractor.
-FLAG_EXTENSIONS = True
+# Lowerings added after the libcst extractor (876de75): an `elif` test's flag terms, a
+# body-form `or` of flag terms as one compound term, `x.dtype != D` terms, a class's string
+# constants (`consts`). scripts/diff_extract.py turns them off to compare every other part of
+# a record with that extractor.
+EXTENSIONS = True
 
 
 class _Invert(dict):
@@ -1392,6 +1400,16 @@ DTYPE_ALIASES = {
     "torch.int": "torch.int32",
     "torch.long": "torch.int64",
 }
+
+
+def _class_const(stmt) -> tuple[str, str] | None:
+    """`NAME = "text"` (one name, a string constant) -> (NAME, text)."""
+    if type(stmt) is not ast.Assign or len(stmt.targets) != 1:
+        return None
+    t, v = stmt.targets[0], stmt.value
+    if type(t) is ast.Name and type(v) is ast.Constant and isinstance(v.value, str):
+        return (t.id, v.value)
+    return None
 
 
 def _dtype_term(left, op, rhs):
