@@ -104,9 +104,13 @@ class DispatchRecorder(TorchDispatchMode):
         return out
 
 
-#: frames that are neither the reader nor its caller of interest: torch's dispatch, this
-#: recorder, and the census stand-ins (a stand-in runs *for* the code that called it)
-_SKIP = (f"{os.sep}torch{os.sep}", f"{os.sep}triton{os.sep}", "recorder.py", "standins.py")
+#: frames that are neither the reader nor its caller of interest: torch's dispatch, triton's
+#: launcher, this recorder, and the census stand-ins (a stand-in runs *for* its caller)
+_SKIP_DIRS = (f"{os.sep}torch{os.sep}", f"{os.sep}triton{os.sep}")
+_SKIP_FILES = (
+    os.path.abspath(__file__),
+    os.path.join(os.path.dirname(os.path.abspath(__file__)), "recipes", "standins.py"),
+)
 
 
 def reader() -> str | None:
@@ -116,7 +120,8 @@ def reader() -> str | None:
     f = sys._getframe(1)
     while f is not None:
         name = f.f_code.co_filename
-        if not any(s in name for s in _SKIP) and not name.startswith("<"):
+        skip = any(d in name for d in _SKIP_DIRS) or os.path.abspath(name) in _SKIP_FILES
+        if not skip and not name.startswith("<"):
             where = f"{name}:{f.f_lineno}"
             for pkg, kind in ((f"{os.sep}vllm{os.sep}", "vllm"), ("reload_lint", "harness")):
                 i = name.rfind(pkg)

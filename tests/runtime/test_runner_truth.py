@@ -273,3 +273,40 @@ def test_committed_h200_records_rederive_from_their_stored_stage_data():
     have = {e["fingerprint"] for e in doc["evidence"]}
     assert {f["fingerprint"] for f in findings["findings"] if not f.get("suppressed")} <= have
     assert (ev / "h200-vllm-0.25.1.md").read_text() == render(findings, doc)
+
+
+# -- who read a storage at capture ---------------------------------------------------------------
+
+
+def test_the_recorder_says_whether_vllm_or_the_harness_read_a_storage(tmp_path):
+    """A read from vLLM's code is ``vllm:``, one from the runner's own code ``harness:``; a
+    census stand-in reads for its caller. The rows' ``read_by`` marks harness reads on every
+    record (``harness_reads``)."""
+    from reload_lint.confirm import pipeline
+    from reload_lint.confirm.recorder import DispatchRecorder, Manifest, take_census
+
+    src = tmp_path / "site-packages" / "vllm" / "model_executor" / "k.py"
+    src.parent.mkdir(parents=True)
+    src.write_text("def apply(w, x):\n    return x @ w\n")
+    ns: dict = {}
+    exec(compile(src.read_text(), str(src), "exec"), ns)
+    layer = torch.nn.Module()
+    layer.w = torch.randn(4, 4)
+    layer.ref = torch.randn(2, 4)
+    x = torch.randn(2, 4)
+    rec = DispatchRecorder()
+    with rec:
+        out = ns["apply"](layer.w, x)  # vLLM's code reads w
+        pipeline.compare(out, layer.ref)  # the runner's own code reads ref
+    rows = {r.path: r for r in take_census(Manifest.record({"layer": layer}, rec, [x]))}
+    assert rows["layer.w"].read_by == "vllm:vllm/model_executor/k.py:2"
+    assert rows["layer.ref"].read_by.startswith("harness:reload_lint/confirm/pipeline.py:")
+    record = {
+        "census": {
+            "linked": ["layer.ref", "layer.w"],
+            "rows": [r.to_json() for r in rows.values()],
+        }
+    }
+    from reload_lint.confirm.verdicts import _harness_reads
+
+    assert _harness_reads(record, None) == [f"layer.ref ({rows['layer.ref'].read_by})"]
