@@ -12,6 +12,10 @@ A read counts only where the store's own object can reach it at apply time:
 - a read on a path named for one backend (`_apply_aiter`, `..._for_marlin`) never counts for a
   store on a path named for another one.
 
+A store on the layer that none of those reads is looked up once more from the layer's own
+classes (the module classes that build the root's class, the root's annotated `layer` type):
+the layer's forward reads what its quant method stored on it.
+
 An attribute of the same name read by an unrelated class is not evidence. The reader found is
 written to the finding's `reader` and as the last trace step.
 
@@ -391,6 +395,13 @@ class ReaderMixin(CallGraphMixin):
             # ...)` next to the `prepare_x(layer)` that stores)
             owners.append(f"{self._store_site_module.get(key, '')}:")
             hit = self.find_reader(attr, owners, names)
+            if hit is None and not fd.target.startswith("self."):
+                # a store on the layer: the layer's own forward reads it too (`self.scale_inv`,
+                # `self.kernel(x)`), when the layer's class is known (the module classes that
+                # build the root's class, the root's annotated `layer`)
+                layers = self._layer_classes(key, root_cls)
+                if layers:
+                    hit = self.find_reader(attr, self._owner_classes(layers), names)
             alias = ""
             cls = self._stored_cls.get(key)
             if hit is None and cls:

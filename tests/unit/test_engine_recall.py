@@ -40,6 +40,15 @@ def findings():
         (("held_call.py", "layer.gemm.workspace"), f"{PKG}/held_call.py:21 in GemmKernel._run"),
         # `CudaOps.matmul(x, layer)`: a static method of a dispatcher class
         (("dispatch.py", "layer.scale_inv"), f"{PKG}/dispatch.py:14 in CudaOps.dequant"),
+        # the layer's own forward (the module class that builds the quant method)
+        (
+            ("layer_forward.py", "layer.weight_t"),
+            f"{PKG}/layer_forward.py:33 in RouterLayer.forward",
+        ),
+        (
+            ("layer_forward.py", "layer.kernel.scratch"),
+            f"{PKG}/layer_forward.py:15 in RouterKernel.__call__",
+        ),
     ],
 )
 def test_reader_found_through_call_and_dispatcher(findings, site, reader):
