@@ -4,13 +4,15 @@ A baseline is a JSON file of line-free fingerprints with enough context (rule, p
 target, the stored line's source) for a reviewer to read it. It is written atomically and
 sorted, so regenerating it on unchanged sources is byte-identical. `check --baseline` reports
 entries no current finding matches ("stale": fixed, renamed or suppressed) so the baseline
-ratchets down; they fail the run only with `--strict-baseline`.
+ratchets down; they fail the run only with `--strict-baseline`. An entry whose finding is now
+folded into another finding's `also` (reload_lint/fold.py: the same storage, reported once) is
+"folded", not stale: said once per run, never failing.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from reload_lint.errors import ReloadLintError
@@ -112,6 +114,8 @@ class BaselineResult:
     new: list[Finding]
     baselined: list[Finding]
     stale: list[BaselineEntry]
+    # (entry, host finding): entries whose finding is now in another finding's `also`
+    folded: list = field(default_factory=list)
 
 
 def match_baseline(
@@ -127,11 +131,22 @@ def match_baseline(
     """
     known = {e.fingerprint for e in entries}
     live = {f.fingerprint for f in findings if f.suppressed is None}
+    # a baseline written before a finding was folded into another (fold.py) names it by its
+    # own fingerprint, kept in the host's `also`: the storage is still reported, not fixed
+    hosts = {
+        a["fingerprint"]: f
+        for f in findings
+        if f.suppressed is None
+        for a in f.also
+        if a.get("fingerprint")
+    }
     new = [f for f in findings if f.suppressed is None and f.fingerprint not in known]
     old = [f for f in findings if f.suppressed is None and f.fingerprint in known]
-    stale = [
+    gone = [
         e
         for e in sorted(entries, key=BaselineEntry.sort_key)
         if e.fingerprint not in live and (in_scope is None or in_scope(e))
     ]
-    return BaselineResult(new=new, baselined=old, stale=stale)
+    folded = [(e, hosts[e.fingerprint]) for e in gone if e.fingerprint in hosts]
+    stale = [e for e in gone if e.fingerprint not in hosts]
+    return BaselineResult(new=new, baselined=old, stale=stale, folded=folded)

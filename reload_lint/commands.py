@@ -226,6 +226,8 @@ class GateOutcome:
     baselined: int = 0
     stale: list = field(default_factory=list)
     baseline_active: bool = False
+    # baseline entries whose finding is now folded into another's `also` (fold.py)
+    folded: list = field(default_factory=list)
 
 
 def _config_dir(cfg: Config) -> Path:
@@ -274,6 +276,7 @@ def apply_gate(
     """Engine result -> what the user sees: rule selection, suppressions, allowlists,
     baseline, diff. Order matters: unused-suppression and stale-baseline are judged on the
     full result, before --diff narrows what is reported."""
+    from reload_lint.fold import fold_shared_storage
     from reload_lint.suppress import apply_allowlists, apply_suppressions
 
     findings = [
@@ -300,6 +303,8 @@ def apply_gate(
     findings += [m for m in meta if cfg.rule_enabled(m.path, m.rule)]
     codebase = getattr(result, "codebase", None)
     apply_allowlists(findings, load_allowlists(args, cfg, plan, codebase))
+    # one storage, one finding: what another finding already reports goes into its `also`
+    findings = fold_shared_storage(findings)
     findings.sort(key=Finding.sort_key)
     suppressed = [f for f in findings if f.suppressed is not None]
     reported = [f for f in findings if f.suppressed is None]
@@ -315,6 +320,7 @@ def apply_gate(
             in_scope=lambda e: plan.in_scope(e.path) and cfg.rule_enabled(e.path, e.rule),
         )
         out.reported, out.baselined, out.stale = res.new, len(res.baselined), res.stale
+        out.folded = res.folded
         out.baseline_active = True
     shown_suppressed = suppressed if getattr(args, "show_suppressed", False) else []
     if changed is not None:
@@ -334,6 +340,18 @@ def _gate_notes(out: GateOutcome, strict: bool, show_suppressed: bool) -> list[s
             f"matched, {len(out.stale)} stale entr{'ies' if len(out.stale) != 1 else 'y'}"
             + (" (--strict-baseline: failing)" if strict and out.stale else "")
         )
+        if out.folded:
+            n = len(out.folded)
+            notes.append(
+                f"baseline: {n} entr{'ies' if n != 1 else 'y'} now folded into another "
+                "finding's `also` (the same storage, reported once; regenerate the baseline to "
+                "drop them)"
+            )
+            for e, host in out.folded:
+                notes.append(
+                    f"  folded: {e.path}: {e.rule} {e.symbol} `{e.target}` [{e.fingerprint}] "
+                    f"-> {host.path}:{host.line} {host.rule} `{host.target}`"
+                )
         for e in out.stale:
             notes.append(
                 f"  stale: {e.path}: {e.rule} {e.symbol} `{e.target}` [{e.fingerprint}] "

@@ -53,6 +53,10 @@ class Finding:
     # finding lies elsewhere but passes through them: the steps that do (reload_lint/through.py).
     # Serialised only when set; not part of the fingerprint.
     via: list[TraceStep] = field(default_factory=list)
+    # Other findings that report the same storage, folded into this one (reload_lint/fold.py):
+    # each {rule, path, line, target, fingerprint} as it would have been reported. Serialised
+    # only when set; not part of the fingerprint.
+    also: list[dict] = field(default_factory=list)
     # Not serialised in the stable part of the schema: set by the suppression layer.
     suppressed: str | None = None
     snippet: str = ""
@@ -83,6 +87,8 @@ class Finding:
         }
         if self.via:
             out["via"] = [t.to_json() for t in self.via]
+        if self.also:
+            out["also"] = [dict(a) for a in self.also]
         if self.suppressed is not None:
             out["suppressed"] = self.suppressed
         return out
@@ -111,6 +117,7 @@ class Finding:
             backends=list(data.get("backends") or []),
             fix=data.get("fix") or "",
             via=[TraceStep(t["path"], int(t["line"]), t["note"]) for t in data.get("via") or []],
+            also=[dict(a) for a in data.get("also") or []],
         )
 
 

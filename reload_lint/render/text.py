@@ -1,5 +1,5 @@
 """`path:line:col: CODE message`, the trace indented under it (ruff's shape), then the
-triage lines: `guard:` / `masked:` when known, `fix:` and `see: reload-lint rule RLxxx`."""
+triage lines: `guard:` / `masked:` when known, `also:` for each folded finding, `fix:` and `see: reload-lint rule RLxxx`."""
 
 from __future__ import annotations
 
@@ -30,6 +30,8 @@ def render_text(
         for label, value in (("guard", f.guard), ("masked", f.masked)):
             if value:
                 lines.append(f"    {label}: {value}")
+        for a in f.also:  # the same storage, folded (reload_lint/fold.py)
+            lines.append(f"    also: {a['path']}:{a['line']}: {a['rule']} `{a['target']}`")
         if f.fix:
             lines.append(f"    fix: {f.fix}")
         lines.append(f"    see: reload-lint rule {f.rule}")

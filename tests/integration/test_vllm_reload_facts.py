@@ -108,3 +108,41 @@ def test_none_buffer_filled_by_assignment_breaks_the_reload():
     )
     assert [f.rule for f in hits] == ["RL101"]
     assert "registered as a None buffer" in hits[0].masked
+
+
+# ---------------------------------------------------------------- one storage, one finding
+def _folded(version: str):
+    import copy
+
+    from reload_lint.fold import fold_shared_storage
+
+    _, result = _run(version)
+    return fold_shared_storage(copy.deepcopy(result.findings))
+
+
+@pytest.mark.parametrize(
+    "version, method, config_line",
+    [
+        ("0.25.1", "compressed_tensors_moe_w4a4_nvfp4.py", 233),
+        ("0.33.0", "compressed_tensors_moe_w4a4_nvfp4.py", 268),
+    ],
+)
+def test_quant_config_folded_into_the_kernel_that_holds_it(version, method, config_line):
+    out = _folded(version)
+    path = f"{Q}/compressed_tensors/compressed_tensors_moe/{method}"
+    assert not [f for f in out if f.path == path and f.target == "self.moe_quant_config"]
+    kernel = [f for f in out if f.path == path and f.target == "self.moe_kernel"]
+    assert len(kernel) == 1
+    also = {(a["target"], a["line"]) for a in kernel[0].also}
+    assert ("self.moe_quant_config", config_line) in also
+    # the B12x experts bind the config's 1 / a2_scale under their own name: the same storage
+    assert any(a["target"] == "self._fc2_input_scale" for a in kernel[0].also)
+
+
+@pytest.mark.parametrize("version", ["0.25.1", "0.33.0"])
+def test_two_weights_through_one_helper_stay_two_findings(version):
+    # identical traces, two storages (`layer.w13_weight` and `layer.w2_weight` repacked by
+    # the same helper): nothing in a trace tells them from one tensor under two names
+    out = _folded(version)
+    targets = {f.target for f in out if f.path == f"{Q}/mxfp4.py"}
+    assert {"layer.w13_weight", "layer.w2_weight"} <= targets
