@@ -180,6 +180,13 @@ class PathFactsMixin:
         where = (fr.path, fr.func.get("qn", ""), tuple(block))
         sets = self.flag_sets.setdefault(attr, {})
         sets.setdefault((truth, where), rhs_line(fr))
+        if len(block) == 1 and fr.positions:
+            # set at a helper's top level: it runs whenever the call into the helper does,
+            # so it counts at each caller's call site (paths beside each position)
+            calls = tuple(
+                (fr.stack[i][0], q, tuple(b or ())) for i, (q, b) in enumerate(fr.positions)
+            )
+            self.__dict__.setdefault("_flag_calls", {}).setdefault(attr, set()).add((truth, calls))
         dtype = _result_dtype(rhs)
         if dtype:
             # `self.x = src.to(torch.float32)`: a tensor of that dtype from then on
@@ -258,6 +265,18 @@ class PathFactsMixin:
                 continue
             if sblock == block or (here is not None and tuple(here)[: len(sblock)] == sblock):
                 return True
+        # set in a helper called from the guarded code: the guarded function's call site
+        # counts like a set there, when every later call on the way is at its function's top
+        for truth, calls in self.__dict__.get("_flag_calls", {}).get(attr, ()):
+            if truth not in want:
+                continue
+            for i, (cpath, cqn, cblock) in enumerate(calls):
+                if cpath != path or cqn != qn or cblock[: len(block)] != block:
+                    continue
+                if any(len(b) != 1 for _p, _q, b in calls[i + 1 :]):
+                    continue
+                if cblock == block or (here is not None and tuple(here)[: len(cblock)] == cblock):
+                    return True
         return False
 
     # ------------------------------------------------------------------ scopes
