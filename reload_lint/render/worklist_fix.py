@@ -1,11 +1,12 @@
-"""The worklist's Fix column: the component's patch (``docs/patches/vllm-<version>/<Component>.diff``)
-and what the runner's fixed side said of it, per site.
+"""The worklist's Fix column: the patch of the row's area (``docs/patches/vllm-<version>/<area>.diff``,
+written by ``scripts/gen_patches.py``, one diff per worklist area) and what the runner's fixed
+side said of the row's sites.
 
-Each site's codemod is proved in its own run (docs/runner.md, "The fixed side"); the component's
-diff is those codemods together. The cell links the diff when ``--patches DIR`` holds one for
-the component, and counts the sites' fixed-side verdicts by where the fix came from::
+Each site's codemod is proved in its own run (docs/runner.md, "The fixed side"); the area's
+diff is the codemods of its sites together. The cell links the diff when ``--patches DIR``
+holds one for the area, and counts the row's fixed-side verdicts by where the fix came from::
 
-    [MarlinLinearKernel.diff](patches/vllm-0.25.1/MarlinLinearKernel.diff): codemod green 2/2
+    [kernels.linear.mixed_precision.diff](patches/vllm-0.25.1/kernels.linear.mixed_precision.diff): codemod green 2/2
 
 A site whose fixed side is red or inconclusive is named with its line.
 """
@@ -47,15 +48,22 @@ def _site_fix(recs: list[dict]) -> dict | None:
     )
 
 
-def fix_cell(component: str, findings, fixed: dict, patches: Path | None, out: Path | None) -> str:
-    """The Fix cell of one worklist row (``findings``: the row's findings)."""
+def patch_file(area: str) -> str:
+    """The diff of a worklist area (``fused_moe/experts`` -> ``fused_moe.experts.diff``), as
+    ``scripts/gen_patches.py`` names it."""
+    return area.replace("/", ".") + ".diff"
+
+
+def fix_cell(area: str, findings, fixed: dict, patches: Path | None, out: Path | None) -> str:
+    """The Fix cell of one worklist row (``findings``: the row's findings, ``area`` its
+    section)."""
     link = ""
     if patches is not None:
-        diff = Path(patches) / f"{component}.diff"
+        diff = Path(patches) / patch_file(area)
         if diff.is_file():
             base = Path(out).resolve().parent if out is not None else Path.cwd()
             rel = os.path.relpath(diff.resolve(), base)
-            link = f"[{component}.diff]({Path(rel).as_posix()})"
+            link = f"[{diff.name}]({Path(rel).as_posix()})"
     counts: dict[str, Counter] = {}
     odd: list[str] = []
     sites = 0

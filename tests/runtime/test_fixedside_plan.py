@@ -107,15 +107,15 @@ def test_page_counts_by_fix_source_and_shows_the_proved_diff():
 
 def test_worklist_fix_cell_links_the_component_diff(tmp_path):
     (tmp_path / "patches").mkdir()
-    (tmp_path / "patches" / "ScratchKernel.diff").write_text("--- a\n")
+    (tmp_path / "patches" / "fused_moe.experts.diff").write_text("--- a\n")
     fs = [_finding("a" * 20, "self.workspace", 84), _finding("b" * 20, "layer.sort_idx", 85)]
     fixed = {
         "a" * 20: [_rec("a" * 20, True, "green", fix_source="codemod")],
         "b" * 20: [_rec("b" * 20, True, "red", fix_source="codemod", failure="stale read")],
     }
-    cell = fix_cell("ScratchKernel", fs, fixed, tmp_path / "patches", tmp_path / "w.md")
+    cell = fix_cell("fused_moe/experts", fs, fixed, tmp_path / "patches", tmp_path / "w.md")
     assert cell == (
-        "[ScratchKernel.diff](patches/ScratchKernel.diff): codemod green 1/2, red 1/2 "
+        "[fused_moe.experts.diff](patches/fused_moe.experts.diff): codemod green 1/2, red 1/2 "
         "(line 85 red stale read)"
     )
     assert fix_cell("Other", fs[:0], {}, tmp_path / "patches", None) == "-"
