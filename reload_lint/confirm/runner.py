@@ -453,12 +453,27 @@ def summarize_census(census: dict | None, finding) -> dict:
     return {
         "linked": own,
         "lent": lent,
+        "shared_with": shared_with(finding.fingerprint, census),
         "recorded": len(rows),
         "graph_visible": sum(1 for r in rows if r["graph_visible"]),
         "moved": sum(1 for r in rows if r["moved"]),
         "freed": sum(1 for r in rows if r["freed"]),
         "rows": rows,
     }
+
+
+def shared_with(fingerprint: str, census: dict) -> dict:
+    """The run's other findings whose links reach a storage this finding links, with their
+    target and those paths: what the ownership rules read, kept so that the record can be
+    judged again from itself (verdicts.legacy_messages), whether or not they have records."""
+    key = {r["path"]: r.get("storage") for r in census["rows"]}
+    mine = {key.get(p) for p in census["linked"].get(fingerprint, [])} - {None}
+    out = {}
+    for fp, paths in census["linked"].items():
+        near = [p for p in paths if key.get(p) in mine]
+        if fp != fingerprint and near:
+            out[fp] = {"target": (census.get("targets") or {}).get(fp, ""), "paths": near}
+    return out
 
 
 def _say_record(opts: Options, r: EvidenceRecord) -> None:

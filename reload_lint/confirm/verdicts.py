@@ -102,10 +102,16 @@ def legacy_messages(rec: dict, run: list[dict]) -> tuple[list[dict], dict]:
                 component=rec.get("component"),
             )
         elif s["stage"] == "census" and census:
+            linked = {o["fingerprint"]: _all_links(o) for o in run}
+            targets = {o["fingerprint"]: o.get("target", "") for o in run}
+            # the run's findings without a record of their own (1.3: ``shared_with``)
+            for fp, other in (census.get("shared_with") or {}).items():
+                linked.setdefault(fp, list(other.get("paths", [])))
+                targets.setdefault(fp, other.get("target", ""))
             m.update(
                 rows=census.get("rows") or [],
-                linked={o["fingerprint"]: _all_links(o) for o in run},
-                targets={o["fingerprint"]: o.get("target", "") for o in run},
+                linked=linked,
+                targets=targets,
                 none_targets=[
                     o["fingerprint"] for o in run if "(it is None on this backend)" in o["reason"]
                 ],

@@ -27,9 +27,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from reload_lint.confirm.decide import judge  # noqa: E402
 from reload_lint.confirm.evidence import EVIDENCE_SCHEMA_VERSION  # noqa: E402
 from reload_lint.confirm.runner import Options, confirm  # noqa: E402
-from reload_lint.confirm.verdicts import finalize  # noqa: E402
+from reload_lint.confirm.verdicts import finalize, legacy_messages  # noqa: E402
 from reload_lint.findings import Finding, compute_fingerprints  # noqa: E402
 
 from . import fixture_kernels as fk  # noqa: E402
@@ -140,6 +141,14 @@ def test_a_rebuilt_object_is_not_lent_a_storage_that_is_another_findings_store()
     assert "experts.perm" not in b["reason"].split(";")[0]
     # two clusters, one build: each red says the build was shared
     assert a["cluster"] != b["cluster"] and a["shared_build"] and b["shared_build"]
+    # the record alone is enough to judge it again: the other finding's link is kept with it
+    assert b["census"]["shared_with"] == {
+        sort_idx.fingerprint: {"target": "layer.sort_idx", "paths": ["layer.sort_idx"]}
+    }
+    msgs, outcome = legacy_messages(b, [b])
+    f = types.SimpleNamespace(**{k: b[k] for k in ("fingerprint", "rule", "path", "line")})
+    f.end_line, f.target, f.message = b["line"], b["target"], "fixture"
+    assert judge(f, msgs, outcome, False)[::3] == (b["verdict"], b["grade"])
     # --isolate: one rerun per cluster with the other target fixed. The scale's red stands
     # alone; the permutation's does not: with the rebuilt object's fix the graph's read of it
     # (through experts.perm) stays on the captured storage, refreshed, and the replay matches
