@@ -152,3 +152,12 @@ def test_baseline_written_before_the_fold_says_what_changed():
         "self.gemm1_alpha",
         "self._fc2_scale",
     }
+
+
+def test_text_output_lists_what_was_folded():
+    from reload_lint.render.text import render_text
+
+    kernel = fold_shared_storage(_case())[0]
+    text = render_text([kernel], [])
+    assert "    also: pkg/quant.py:20: RL105 `self.moe_quant_config`" in text
+    assert "    also: pkg/experts.py:31: RL102 `self.gemm1_alpha`" in text
