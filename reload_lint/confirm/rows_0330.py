@@ -40,6 +40,19 @@ _MXFP8 = (
     "modelopt_mxfp8",
     {"quantization": {"quant_algo": "MXFP8", "exclude_modules": [], "kv_cache_quant_algo": None}},
 )
+_W4A16_NVFP4 = (
+    "modelopt_fp4",
+    {
+        "quantization": {
+            "quant_algo": "W4A16_NVFP4",
+            "group_size": 16,
+            "exclude_modules": [],
+            "kv_cache_quant_algo": None,
+        }
+    },
+)
+#: a b12x block codec as ModelOpt's quant_algo (utils/b12x.B12X_BLOCK_CODECS)
+_MODELOPT_IQ2 = ("modelopt", {"quantization": {"quant_algo": "IQ2_XS", "exclude_modules": []}})
 _MXFP4_CT = _ct(
     _w(4, "float", "group", group_size=32, scale_dtype="torch.uint8", zp_dtype=None),
     None,
@@ -84,6 +97,45 @@ ROWS_0330: tuple[Row, ...] = (
         "linear-humming",
         "HummingLinearMethod",
         ("humming", {"quant_method": "humming", "bits": 4, "group_size": 128}),
+    ),
+    # -- other linear methods 0.33.0 added ---------------------------------------------------
+    Row(
+        "linear-modelopt-nvfp4-w4a16-gather",
+        "linear",
+        components=("ModelOptLinearMethod",),
+        quant=_W4A16_NVFP4,
+        # qwen3_dspark sets this on its markov_w2 before loading; post-load then keeps copies
+        # of the weight and scales for the gathered projection
+        layer_flags=(("_retain_weight_for_gather", True),),
+        needs=VLLM_0330,
+        notes=("the gathered projection of qwen3_dspark's markov_w2 (_retain_weight_for_gather)",),
+    ),
+    Row(
+        "linear-nvfp4-w4a16-b12x",
+        "linear",
+        components=("B12xNvFp4W4A16LinearKernel",),
+        quant=_W4A16_NVFP4,
+        linear_backend="b12x",
+        needs=(*VLLM_0330, "an SM120 GPU", "b12x"),
+        modules=("b12x",),
+    ),
+    Row(
+        "linear-modelopt-block-b12x",
+        "linear",
+        components=("ModelOptBlockQuantLinearMethod",),
+        quant=_MODELOPT_IQ2,
+        needs=(*VLLM_0330, "an SM120 GPU", "b12x"),
+        modules=("b12x",),
+    ),
+    Row(
+        "router-gate-rocm-bf16x3",
+        "linear",
+        components=("_GateLinearMethod",),
+        unsupported=(
+            "_GateLinearMethod keeps layer._bf16x3_weight only when "
+            "allow_rocm_bf16x3_router_gemm, which needs bf16x3_router_gemm_rocm."
+            "platform_supported() (ROCm) (fused_moe/router/gate_linear.py)"
+        ),
     ),
     # -- MoE methods 0.33.0 added -------------------------------------------------------------
     Row(
@@ -167,10 +219,7 @@ ROWS_0330: tuple[Row, ...] = (
         "moe",
         components=("ModelOptBlockQuantMoEMethod",),
         kernels=("B12xExperts",),
-        quant=(
-            "modelopt",
-            {"quantization": {"quant_algo": "IQ2_XS", "exclude_modules": []}},
-        ),
+        quant=_MODELOPT_IQ2,
         backends=("b12x",),
         needs=(*VLLM_0330, "an SM120 GPU (B12xExperts._supports_current_device)", "b12x"),
         modules=("b12x",),
@@ -208,14 +257,14 @@ ROWS_0330: tuple[Row, ...] = (
         ),
     ),
     Row(
-        "model-kimi-k3-dspark",
+        "model-kimi-k3",
         "mla",
-        components=("K3DSparkModel",),
+        components=("K3DSparkModel", "MultiHeadLatentAttention"),
         needs=VLLM_0330,
         missing=(
-            "a model harness: K3DSparkModel (vllm/models/kimi_k3/nvidia/dspark_mla.py) is a "
-            "whole model whose post-load keeps context-KV norms and scales; the runner builds "
-            "single layers"
+            "a model harness: K3DSparkModel (vllm/models/kimi_k3/nvidia/dspark_mla.py) and the "
+            "model's own MultiHeadLatentAttention (vllm/models/kimi_k3/nvidia/mla.py) are built "
+            "by the kimi_k3 model, not by a quant config; the runner builds single vLLM layers"
         ),
     ),
     # -- attention and KV cache -----------------------------------------------------------------

@@ -20,7 +20,7 @@ def symbol_class(f) -> str | None:
 
 def symbol_class_of(symbol: str) -> str | None:
     parts = [p for p in (symbol or "").split(".") if p and not p.startswith("<")]
-    if len(parts) >= 2 and parts[0][:1].isupper():
+    if len(parts) >= 2 and parts[0].lstrip("_")[:1].isupper():  # `_GateLinearMethod.m` too
         return parts[0]
     return None
 

@@ -247,6 +247,8 @@ class FamilyRecipe(Recipe):
             prefix=f"model.layers.{next(_COUNTER)}.mlp.down_proj",
         )
         self._layer = layer
+        for name, value in self.row.layer_flags:
+            setattr(layer, name, value)  # a model's flag, set before loading as the model does
         qm = layer.quant_method
         comp = getattr(layer, "scheme", None) or getattr(qm, "scheme", None) or qm
 
