@@ -102,7 +102,7 @@ def _marks(r: dict) -> str:
         flags = ", ".join(forced.get("flags", []) + forced.get("env", []))
         out.append(f"forces {forced['platform']}" + (f" ({flags})" if flags else ""))
     if r.get("harness_reads"):
-        out.append("read by harness code: " + "; ".join(r["harness_reads"][:2]))
+        out.append("harness reads or stand-in storage: " + "; ".join(r["harness_reads"][:2]))
     if r.get("shared_build"):
         out.append("shared build: other clusters' storages escaped too")
     lent = (r.get("census") or {}).get("lent") or {}
@@ -238,11 +238,16 @@ def render(findings_doc: dict, evidence_doc: dict) -> str:
                 for o in s["others"]
             )
         cluster = head.get("cluster") or "-"
+        marks = _marks(head)
+        if s["pre"] and s["pre"][0] is not head:
+            extra = [m for m in _marks(s["pre"][0]).split("; ") if m and m not in marks]
+            if extra:
+                marks += ("; " if marks else "") + "precondition record: " + "; ".join(extra)
         lines.append(
             f"| {site} | {f['rule']} | `{f['target']}` | {head.get('row') or '-'} | "
             f"{head.get('tier') or '-'} | {cluster} | {_cell(s['stock'])} | "
             f"{_fixed_cell(s['stock'])} | {_cell(s['pre'])} | {_fixed_cell(s['pre'])} | "
-            f"{backend} | {_short(_marks(head), 160) or '-'} | {_short(why)} |"
+            f"{backend} | {_short(marks, 220) or '-'} | {_short(why)} |"
         )
     lines += diff_section(findings_doc["findings"], records)
     return "\n".join(lines) + "\n"

@@ -234,7 +234,7 @@ def _standing(r: Record) -> list[str]:
     if r.forced:
         out.append(f"forces {r.forced}")
     if r.harness_reads:
-        out.append("read by harness code")
+        out.append("harness reads or stand-in storage")
     if r.cluster and not r.fixed:
         out.append(f"cluster {r.cluster}" + (", shared build" if r.shared_build else ""))
     return out
