@@ -1726,7 +1726,7 @@ def extract_module(source: str, module_name: str, is_package: bool) -> dict:
         regs = self_regs.setdefault(f["cls"], set())
         bufs = self_bufs.setdefault(f["cls"], set())
         _collect_buffers(f["body"], ex.buffers, registered, me, bufs, regs, bufvals)
-    return {
+    rec = {
         "module": module_name,
         "is_package": is_package,
         "imports": ex.imports,
@@ -1737,11 +1737,15 @@ def extract_module(source: str, module_name: str, is_package: bool) -> dict:
         "registered": sorted(registered),
         "self_registered": {c: sorted(v) for c, v in sorted(self_regs.items()) if v},
         "self_buffers": {c: sorted(v) for c, v in sorted(self_bufs.items()) if v},
+    }
+    if EXTENSIONS:  # added since the libcst extractor (readers use .get: absent is empty)
         # buffer names this module only ever registers as None (`register_buffer("x", None)`)
         # / only ever with a literal `persistent=False`
-        "none_buffers": sorted(n for n, ks in bufvals.items() if all(k[0] for k in ks)),
-        "nonpersistent_buffers": sorted(n for n, ks in bufvals.items() if all(k[1] for k in ks)),
-    }
+        rec["none_buffers"] = sorted(n for n, ks in bufvals.items() if all(k[0] for k in ks))
+        rec["nonpersistent_buffers"] = sorted(
+            n for n, ks in bufvals.items() if all(k[1] for k in ks)
+        )
+    return rec
 
 
 def _self_param(f: dict) -> str | None:
