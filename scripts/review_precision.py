@@ -34,12 +34,9 @@ With `--sources ROOT` (the unpacked release the cites refer to) every cite is ch
 must exist under ROOT and have that line; bad cites are listed and, with `--check`, fail the run.
 
 Precision is real / (real + safe): `masked` counts as real (the storage does move) in the
-headline number and is also shown excluded; `unsure` is left out of both. It is also given per
-confidence and over the gate-failing findings (those whose `reader` field names a read).
-
-Optional per-label fields: `class` (which class of safe finding, free text whose first word is
-shown in the table) and `duplicate_of` (the fingerprint of another finding that reports the
-same storage); both are counted in the summary.
+headline number and is also shown excluded; `unsure` is left out of both; also per confidence
+and over the gate-failing findings (a `reader`). Optional label fields `class` and
+`duplicate_of` are counted; a label whose finding was folded into another (`also`) is named so.
 """
 
 from __future__ import annotations
@@ -251,6 +248,16 @@ def join(findings: list[dict], labels: list[Label]) -> list[Match]:
     return [m for m in result if m is not None]
 
 
+def folded_into(findings: list[dict]) -> dict[str, str]:
+    """Fingerprint of each finding folded into another (schema 1.1 `also`) -> its host's."""
+    out: dict[str, str] = {}
+    for f in findings:
+        for a in f.get("also") or []:
+            if isinstance(a, dict) and a.get("fingerprint"):
+                out[a["fingerprint"]] = f.get("fingerprint", "")
+    return out
+
+
 def ratio(num: int, den: int) -> str:
     return f"{num}/{den} = {100.0 * num / den:.1f}%" if den else "n/a (no real or safe label)"
 
@@ -397,7 +404,14 @@ def md_cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def markdown(matches: list[Match], population: int, review: Review, stale: list[Label]) -> str:
+def markdown(
+    matches: list[Match],
+    population: int,
+    review: Review,
+    stale: list[Label],
+    folded: dict[str, str] | None = None,
+) -> str:
+    folded = folded or {}
     title = review.meta.get("title", "reload-lint review")
     out = [
         f"# {title}",
@@ -449,14 +463,22 @@ def markdown(matches: list[Match], population: int, review: Review, stale: list[
                     Counter(lb.cause or lb.label for lb in stale).items(), key=lambda x: -x[1]
                 )
             )
-            + ".",
+            + "."
+            + (
+                f" {sum(1 for lb in stale if lb.fingerprint in folded)} of them are folded into"
+                " a reported finding (its `also`): the storage is still reported, once."
+                if any(lb.fingerprint in folded for lb in stale)
+                else ""
+            ),
             "",
             "| labelled finding | rule | label | reason |",
             "|---|---|---|---|",
         ]
         for lb in stale:
+            host = folded.get(lb.fingerprint)
+            label = lb.label + (f", folded into {host[:10]}" if host else "")
             out.append(
-                f"| `{lb.path}:{lb.line}` `{lb.target}` | {lb.rule} | {lb.label} | "
+                f"| `{lb.path}:{lb.line}` `{lb.target}` | {lb.rule} | {label} | "
                 f"{md_cell(lb.reason)} |"
             )
     if review.meta.get("outro"):
@@ -513,6 +535,7 @@ def main(argv: list[str] | None = None) -> int:
     every = join(findings, review.labels)
     used = {id(m.label) for m in every if m.label}
     stale = [lb for lb in review.labels if id(lb) not in used]
+    folded = folded_into(findings)
     matches = every
     outside: list[Label] = []
     if review.sample is not None:
@@ -560,8 +583,10 @@ def main(argv: list[str] | None = None) -> int:
             + "):"
         )
         for lb in stale:
+            host = folded.get(lb.fingerprint)
             print(
                 f"  {lb.fingerprint or '-'} {lb.rule} {lb.path}:{lb.line} {lb.target} ({lb.label})"
+                + (f" folded into {host}" if host else "")
             )
     bad = bad_cites(review.labels, args.sources) if args.sources else []
     if bad:
@@ -570,7 +595,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {line}")
     if args.markdown:
         Path(args.markdown).write_text(
-            markdown(matches, population, review, stale), encoding="utf-8"
+            markdown(matches, population, review, stale, folded), encoding="utf-8"
         )
     return 1 if args.check and (unl or bad) else 0
 

@@ -268,3 +268,21 @@ def test_class_duplicate_and_gate_precision(pair, tmp_path, capsys):
     assert "high: real 2 masked 1 safe 1 unsure 0 (3/4 = 75.0%)" in summary
     md = out.read_text()
     assert "| safe (class 5) |" in md and "| masked, duplicate of f1 |" in md
+
+
+def test_a_label_folded_into_another_finding_is_named(pair, tmp_path, capsys):
+    """A labelled finding the engine folded into another (`also`) is listed as folded, with
+    its host, not as a finding the engine stopped reporting."""
+    fpath, lpath = pair
+    findings = json.loads(fpath.read_text())["findings"]
+    findings[0]["also"] = [
+        {"rule": "RL101", "path": K, "line": 99, "target": "layer.z", "fingerprint": "gone"}
+    ]
+    fpath.write_text(json.dumps({"findings": findings}))
+    out = tmp_path / "r.md"
+    assert rp.main([str(fpath), str(lpath), "--markdown", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "gone RL101 pkg/kernels/k.py:99 layer.z (unsure) folded into f1" in text
+    md = out.read_text()
+    assert "1 of them are folded into a reported finding" in md
+    assert "| unsure, folded into f1 |" in md
