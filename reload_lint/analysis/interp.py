@@ -107,13 +107,12 @@ class Analyzer(
         self.flag_sets: dict[str, dict] = {}
         self._guard_ctx: dict[tuple, list] = {}  # finding key -> guards of each reaching path
         self._resets: dict[str, dict] = {}
-        self._code_resets: dict[tuple, str | None] = {}
-        self._reuse_shapes: dict[
-            tuple, tuple | None
-        ] = {}  # storage-reuse helpers (calls.py)  # guard -> where code sets it back
+        self._code_resets: dict[tuple, str | None] = {}  # guard -> where code sets it back
+        self._reuse_shapes: dict[tuple, tuple | None] = {}  # reuse helpers (calls.py)
         self._path_modules: dict[str, str] | None = None
         self._ckpt: set[str] | None = None
         self._ffo: dict[str, str | None] = {}
+        self._derived_src: dict[tuple, str] = {}  # finding key -> attribute it derives from
         self._masked: dict[tuple, list] = {}
         self.scoped: dict[tuple, object] = {}  # finding key -> Scope it was reached in
         self.dropped: dict[tuple, str] = {}  # finding key -> why path facts removed it
@@ -223,6 +222,7 @@ class Analyzer(
         self.finish_masked(state, f, frame.cls_key, path)
         self.finish_aliases(state)
         for fkey, src in state.derived_findings:
+            self._derived_src.setdefault(fkey, src)
             if src in state.deleted and fkey in self.findings:
                 fd = self.findings[fkey]
                 if fd.rule in ("RL101", "RL102"):

@@ -349,6 +349,8 @@ class PathFactsMixin:
                 if fd.rule == "RL201":
                     continue  # a stale derived copy is stale because it is never made again
                 g = verdicts[0][1]
+                if fd.rule in ("RL101", "RL102") and self.stale_copy(key, fd, g):
+                    continue  # made once behind a test of the copy itself: stale (resets.py)
                 if g[1].startswith("<compat:"):
                     why = (
                         f"in the rebind branch of a copy-or-rebind test ({g[3]}:{g[4]}): on an "

@@ -15,12 +15,20 @@ is. Writes in the functions that create the object or its weights (`__init__`,
 `create_weights`: the flag's initial value), in the guarded function itself, and in another
 serving engine's pre-update hook (which the audited engine never calls) do not count.
 
+A run-once guard that tests the derived copy itself (`if self._w32 is None: self._w32 =
+self.weight.float()`), with no in-place refresh of that copy in the guarded function, makes the
+copy once: on an update it keeps its address and the first load's values. Such a store is not
+dropped as run-once but reported as RL201 (stale derived copy).
+
 Mixed into Analyzer (analysis/interp.py).
 """
 
 from __future__ import annotations
 
+from reload_lint.analysis import values as V
 from reload_lint.analysis.contracts import RESET_HOOKS
+from reload_lint.index.deps import calls_in
+from reload_lint.rules import RULES
 
 # pre-update hooks of every serving engine: one that the audited contract's engine does not
 # call (SGLang's `restore_weights_before_loading` under vLLM's reload) resets nothing there
@@ -85,3 +93,41 @@ class FlagResetMixin:
         if rev is None:
             rev = self._path_modules = {p: m for m, p in self.index.module_paths.items()}
         return rev.get(path)
+
+    def stale_copy(self, key: tuple, fd, g) -> bool:
+        """Report a run-once store as a stale derived copy (RL201) when its value derives from
+        another attribute and the guard tests the stored attribute itself; True if it did."""
+        src = self._derived_src.get(key)
+        attr = fd.target.split("[", 1)[0].rsplit(".", 1)[-1]
+        if not src or src == attr or g[1] != attr:
+            return False
+        mod = self._module_at(g[3])
+        f = self.index.function(mod, g[5][0]) if mod else None
+        if f is None or _refreshes(f, attr):
+            return False
+        why = f"derived from `{src}` once, behind a test of the copy itself ({g[3]}:{g[4]})"
+        contract = self.contract_for(fd.path)
+        v = V.AV(V.FRESH, src=src)
+        fd.rule = "RL201"
+        fd.severity = RULES["RL201"].severity
+        fd.message = contract.message("RL201", fd.target, v, why)
+        fd.fix = contract.fix("RL201", fd.target, v, why)
+        return True
+
+
+def _refreshes(f: dict, attr: str) -> bool:
+    """Whether `f` writes into `<x>.attr` in place (`.copy_(...)`, also through `.data`)."""
+    calls: list = []
+    for st in f["body"]:
+        for part in st[4:]:
+            calls_in(part, calls)
+    for c in calls:
+        fn = c[1]
+        if fn[0] != "a" or fn[2] != "copy_":
+            continue
+        recv = fn[1]
+        if recv[0] == "a" and recv[2] == "data":
+            recv = recv[1]
+        if recv[0] == "a" and recv[2] == attr:
+            return True
+    return False

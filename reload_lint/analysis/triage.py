@@ -195,6 +195,11 @@ def fix_for(
             f"{REUSE}: keep the object that owns `{target}` across reloads, or "
             f"{_keep(name, inplace)}"
         )
+    if rule == "RL201" and "behind a test of the copy itself" in why:
+        return (
+            f"{COPY}: when `{target}` already exists, write the value derived from "
+            f"`{src or 'the source'}` into it (`{target}.copy_(...)`) instead of skipping it"
+        )
     if rule == "RL201" and "into a copy under its own name" in why:
         return (
             f"{COPY}: keep the tensor the copy is made from (the registered Parameter) and, "

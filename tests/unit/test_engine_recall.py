@@ -92,3 +92,12 @@ def test_stale_cast_copy(findings):
     assert "cast from `self.sinks`" in fd.message
     assert "self.sinks.copy_(source)" in fd.fix
     assert fd.reader == "minirecall/v1/attention/backends/sinks.py:18 in SinksImpl.forward"
+
+
+def test_copy_made_once_behind_a_test_of_itself_is_stale(findings):
+    fd = findings[("sinks.py", "self._scale_f32")]
+    assert fd.rule == "RL201" and fd.severity == "warning"
+    assert "derived from `scale` once, behind a test of the copy itself" in fd.message
+    assert "self._scale_f32.copy_(...)" in fd.fix
+    # refreshed in place on every later pass: nothing to report
+    assert ("sinks.py", 45) not in findings
