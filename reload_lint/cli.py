@@ -203,6 +203,12 @@ def build_parser() -> argparse.ArgumentParser:
     work.add_argument("--title", default="reload-lint worklist", help="heading of the page")
     work.add_argument("--source", default="", help="what was audited, for the page's intro")
     work.add_argument(
+        "--patches",
+        metavar="DIR",
+        help="add a Fix column: each row's area diff in DIR (scripts/gen_patches.py) and the "
+        "fixed-side verdicts of its sites (from --evidence)",
+    )
+    work.add_argument(
         "--include-decided",
         action="store_true",
         help="add every RFC storage-identity row with its status, and the sites the engine "

@@ -553,8 +553,26 @@ def cmd_worklist(args) -> int:
             source = f"{plan.release[0]} {plan.release[1]} release sources"
         else:
             source = args.source or ""
+    fix_column = None
+    if getattr(args, "patches", None):
+        from reload_lint.render.worklist_fix import fix_cell, load_fixed
+
+        patches = Path(args.patches)
+        if not patches.is_dir():
+            raise ReloadLintError(f"--patches {args.patches}: no such directory")
+        fixed = load_fixed(Path(args.evidence) if args.evidence else None)
+        out = Path(args.output) if args.output else None
+
+        def fix_column(area, fs):
+            return fix_cell(area, fs, fixed, patches, out)
+
     text = render_worklist(
-        live, evidence=evidence, accepted=accepted, title=args.title, source=source
+        live,
+        evidence=evidence,
+        accepted=accepted,
+        title=args.title,
+        source=source,
+        fix_column=fix_column,
     )
     if decided and explained is not None:
         from reload_lint.render.worklist_decided import render_decided

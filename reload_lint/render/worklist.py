@@ -90,6 +90,7 @@ class Row:
     path: str
     findings: list[Finding] = field(default_factory=list)
     evidence: list[SiteEvidence | None] = field(default_factory=list)
+    fix: str = ""  # the Fix cell (worklist --patches: render/worklist_fix.py)
 
     @property
     def tensors(self) -> list[str]:
@@ -345,14 +346,20 @@ def render_worklist(
     accepted: list[Finding] | None = None,
     title: str = "reload-lint worklist",
     source: str = "",
+    fix_column=None,
 ) -> str:
     """Markdown worklist. `evidence` are runtime records (load_evidence); `accepted` are
-    allowlisted findings, listed apart with their reason."""
+    allowlisted findings, listed apart with their reason. `fix_column(area, findings)`, when
+    given, fills a Fix column (the area's patch and its fixed-side verdicts)."""
     records = list(evidence.values()) if isinstance(evidence, dict) else list(evidence or [])
     live = [f for f in findings if f.suppressed is None]
     attached, unmatched = merge_evidence(live, records)
     sections = build_sections(live, attached)
     rows = [r for s in sections for g in s.groups for r in g.rows]
+    if fix_column is not None:
+        for g in (g for s in sections for g in s.groups):
+            for r in g.rows:
+                r.fix = fix_column(g.area, r.findings)
     # Per record: the closest way it reached any finding (direct, proven trace, unproven trace).
     reach: dict[int, tuple[bool, int]] = {}
     for ev in attached:
@@ -364,6 +371,7 @@ def render_worklist(
     with_ev = [ev for ev in attached if ev is not None]
     ctx = {
         "title": title,
+        "show_fix": fix_column is not None,
         "source": source,
         "sections": sections,
         "n_findings": len(live),

@@ -119,3 +119,20 @@ def test_worklist_fix_cell_links_the_component_diff(tmp_path):
         "(line 85 red stale read)"
     )
     assert fix_cell("Other", fs[:0], {}, tmp_path / "patches", None) == "-"
+
+
+def test_worklist_patches_adds_the_fix_column(tmp_path):
+    from reload_lint.cli import main
+
+    root = Path(__file__).resolve().parents[2]
+    ev = root / "docs" / "evidence"
+    (tmp_path / "p").mkdir()
+    (tmp_path / "p" / "quantization.utils.diff").write_text("--- a\n")
+    argv = ["worklist", "--findings", str(ev / "h200-vllm-0.25.1.findings.json")]
+    argv += ["--evidence", str(ev / "h200-vllm-0.25.1.json"), "-o", str(tmp_path / "w.md")]
+    assert main([*argv, "--patches", str(tmp_path / "p")]) == 0
+    text = (tmp_path / "w.md").read_text()
+    assert "| Status | Fix |" in text
+    assert "[quantization.utils.diff](p/quantization.utils.diff): " in text
+    assert main([*argv, "--patches", str(tmp_path / "nope")]) == 2
+    assert main(argv) == 0 and "| Fix |" not in (tmp_path / "w.md").read_text()
