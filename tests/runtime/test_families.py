@@ -371,6 +371,47 @@ def test_pressure_allocates_poisoned_blocks_for_freed_graph_visible_storages():
     assert capped["blocks"] == 1
 
 
+def test_pressure_chases_a_freed_address_the_allocator_hands_out_late():
+    """The caching allocator may hand out other free blocks of the size first: pressure keeps
+    allocating until the old address comes back (or the chase or the byte budget runs out)."""
+    from types import SimpleNamespace
+
+    from reload_lint.confirm.pressure import apply_pressure
+
+    class Block:
+        def __init__(self, ptr, n):
+            self.ptr, self.n, self.filled = ptr, n, None
+
+        def data_ptr(self):
+            return self.ptr
+
+        def numel(self):
+            return self.n
+
+        def fill_(self, v):
+            self.filled = v
+
+    def allocator(order):
+        it = iter(order)
+        return lambda nbytes: Block(next(it), nbytes)
+
+    old = 0x7000
+    rows = [SimpleNamespace(freed=True, graph_visible=True, old_ptr=old, nbytes=512)]
+    # the old block comes back as the 40th block of its size
+    order = [0x100000 + 512 * i for i in range(39)] + [old] + [0x900000] * 100
+    out = apply_pressure(rows, "cpu", copies=16, chase=4096, alloc=allocator(order))
+    assert out["reused_old_addresses"] == 1 and out["blocks"] == 40
+    assert out["chased_blocks"] == 24 and all(b.filled == 0x7F for b in out["_hold"])
+    # without the chase (the sweep before), 16 copies never reach it
+    out = apply_pressure(rows, "cpu", copies=16, chase=0, alloc=allocator(order))
+    assert out["reused_old_addresses"] == 0 and out["blocks"] == 16
+    # the byte budget stops the chase
+    out = apply_pressure(
+        rows, "cpu", copies=16, chase=4096, alloc=allocator(order), max_bytes=512 * 20
+    )
+    assert out["blocks"] == 20 and out["reused_old_addresses"] == 0
+
+
 def test_evidence_verdicts_are_defined_once():
     from reload_lint.confirm import evidence
 
