@@ -173,10 +173,33 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also fail (exit 1) when the baseline has stale entries",
     )
+    from reload_lint.fix import FIX_DIFF
+
     check.add_argument(
         "--diff",
         metavar="REV",
-        help="only findings touching lines changed since REV (git), at their location or through a step",
+        nargs="?",
+        const=FIX_DIFF,
+        help="with REV: only findings touching lines changed since REV (git), at their "
+        "location or through a step; without a "
+        "value (last, or before another option): print the unified diff `--fix` would write "
+        "and write nothing (exit 1 when there is one)",
+    )
+    check.add_argument(
+        "--fix",
+        action="store_true",
+        help="apply the safe fixes (codemods) to the audited files, then report what remains",
+    )
+    check.add_argument(
+        "--unsafe-fixes",
+        action="store_true",
+        help="also show and apply the unsafe fixes (with --fix or --diff)",
+    )
+    check.add_argument(
+        "--no-fixes",
+        action="store_true",
+        help="do not compute fixes (skips the re-audit of a patched copy; faster); files "
+        "passed by name get none unless --fix, --unsafe-fixes or --diff asks",
     )
     check.add_argument(
         "--show-suppressed",

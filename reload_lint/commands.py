@@ -420,17 +420,44 @@ def cmd_check(args) -> int:
     if getattr(args, "print_source", False):
         print(plan.base)  # the release's unpacked root (resolve_targets checked the flags)
         return EXIT_CLEAN
+    from reload_lint.fix import FIX_DIFF
+    from reload_lint.fix import command as fixcmd
+
     changed = None
-    if getattr(args, "diff", None):
+    fix_diff = getattr(args, "diff", None) == FIX_DIFF
+    if getattr(args, "diff", None) and not fix_diff:
         from reload_lint.diff import changed_lines
 
         changed = changed_lines(args.diff, plan.base)  # fail fast on a bad REV
+    fixcmd.check_writable(args, plan)
     if plan.only_paths is not None and not plan.only_paths:
         result = _EmptyResult()  # every file passed by name is excluded by config
     else:
         result = run_engine(args, cfg, plan)
     out = apply_gate(result, cfg, plan, args, changed=changed)
-    write_output(render_report(args, out, result.files_scanned, cfg.strict), args.output)
+    fx = fixcmd.attach(args, cfg, plan, out.reported) if fixcmd.wanted(args, plan) else None
+    unsafe = getattr(args, "unsafe_fixes", False)
+    if fix_diff:
+        patch, code = fixcmd.diff_report(fx, out.reported, unsafe)
+        write_output(patch, args.output)
+        return code
+    fixed: list[Finding] = []
+    if getattr(args, "fix", False) and fx is not None:
+        fixed = fixcmd.fixed_findings(out.reported, fx, unsafe)
+        fixcmd.write_fixes(fx, plan, unsafe)
+        gone = {id(f) for f in fixed}
+        total = len(out.reported)
+        out.reported = [f for f in out.reported if id(f) not in gone]
+        out.shown = [f for f in out.shown if id(f) not in gone]
+    text = render_report(args, out, result.files_scanned, cfg.strict)
+    if args.fmt == "text" and not args.output and not getattr(args, "statistics", False):
+        if getattr(args, "fix", False):
+            text = text.rsplit("Found ", 1)[0] + fixcmd.fixed_line(total if fx else 0, len(fixed))
+            text += "\n"
+        hint = fixcmd.hint_line(out.reported, unsafe)
+        if hint:
+            text += hint + "\n"
+    write_output(text, args.output)
     for note in [
         *_nothing_analysed(plan, cfg, result),
         *_gate_notes(out, args.strict_baseline, args.show_suppressed),

@@ -11,7 +11,7 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 
-SCHEMA_VERSION = "1.1"
+SCHEMA_VERSION = "1.2"
 TOOL_NAME = "reload-lint"
 
 
@@ -60,6 +60,9 @@ class Finding:
     # Not serialised in the stable part of the schema: set by the suppression layer.
     suppressed: str | None = None
     snippet: str = ""
+    # The codemod or manual recipe (reload_lint/fix/, schema 1.2): a fix.model.Remedy, or the
+    # `remedy` object as read back from a report. Not part of the fingerprint.
+    remedy: object = None
 
     def sort_key(self) -> tuple:
         return (self.path, self.line, self.column, self.rule, self.target, self.symbol)
@@ -91,6 +94,12 @@ class Finding:
             out["also"] = [dict(a) for a in self.also]
         if self.suppressed is not None:
             out["suppressed"] = self.suppressed
+        if self.remedy is not None:
+            rem = self.remedy if isinstance(self.remedy, dict) else self.remedy.to_json(self.rule)
+            out["remedy"] = rem
+            if rem.get("patch"):
+                out["fix_patch"] = rem["patch"]
+                out["fix_patch_sha256"] = rem["patch_sha256"]
         return out
 
     @classmethod
@@ -118,6 +127,7 @@ class Finding:
             fix=data.get("fix") or "",
             via=[TraceStep(t["path"], int(t["line"]), t["note"]) for t in data.get("via") or []],
             also=[dict(a) for a in data.get("also") or []],
+            remedy=data.get("remedy") if isinstance(data.get("remedy"), dict) else None,
         )
 
 

@@ -138,8 +138,8 @@ def fix_for(
         if not derived:
             # scratch whose contents do not come from weights: keep the first allocation
             return (
-                f"{ALLOC_ONCE}: allocate `{target}` once and reuse it on reload (pass the "
-                f"existing tensor, `existing=`), or {_keep(name, inplace)}"
+                f"{ALLOC_ONCE}: keep the first `{target}` and copy the new values into it "
+                f"(`.copy_`) on reload, or {_keep(name, inplace)}"
             )
         if inplace:
             return f"{COPY}: keep `{target}` allocated once and write it with `.copy_(...)`"
@@ -167,8 +167,8 @@ def fix_for(
     if rule == "RL105":
         cls = v.cls.split(":")[-1] if v.cls else "the object"
         return (
-            f"{REUSE}: build {cls} once and keep `{target}` on reload (or pass it the previous "
-            "object's tensors, `existing=`)"
+            f"{REUSE}: keep the {cls} of the first load in `{target}` and copy the rebuilt "
+            "one's tensors into it (or build it once)"
         )
     if rule == "RL106":
         if inplace:

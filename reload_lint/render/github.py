@@ -1,6 +1,7 @@
 """GitHub Actions workflow commands: one annotation per finding on the PR diff.
 
-`::error file=PATH,line=N,col=C,endLine=M,title=RL101 name::message%0A  trace...`
+`::error file=PATH,line=N,col=C,endLine=M,title=RL101 name::message%0A  trace...%0Afix: ...%0Asee: ...`
+(the fix line is the same text as the text report's, JSON `fix` and SARIF `properties.fix`).
 Severity maps to `error` / `warning` / `notice`; suppressed findings (with
 `--show-suppressed`) are notices. Values are escaped as the runner expects (`%`, CR, LF, and
 additionally `:` and `,` inside properties).
@@ -9,6 +10,8 @@ additionally `:` and `,` inside properties).
 from __future__ import annotations
 
 from reload_lint.findings import FileError, Finding, fails_gate
+from reload_lint.fix.model import rule_url
+from reload_lint.fix.render import fix_text
 from reload_lint.rules import RULES
 
 _COMMAND = {"error": "error", "warning": "warning", "info": "notice"}
@@ -39,6 +42,9 @@ def annotation(f: Finding, strict: bool = False) -> str:
         body += "\n" + "\n".join(f"  via {s.path}:{s.line}: {s.note}" for s in f.via)
     if f.trace:
         body += "\n" + "\n".join(f"  {s.path}:{s.line}: {s.note}" for s in f.trace)
+    if f.fix:
+        body += f"\nfix: {fix_text(f)}"
+    body += f"\nsee: {rule_url(f.rule)} (reload-lint rule {f.rule})"
     props = _props(
         file=f.path,
         line=f.line,

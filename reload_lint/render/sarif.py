@@ -4,7 +4,9 @@ Every rule of the registry is listed under `tool.driver.rules` (stable `ruleInde
 help taken from the rule catalog (rules/) when it has a page. Every result carries
 `partialFingerprints` (the line-free fingerprint), the trace as a `codeFlow`, and, when it was
 suppressed inline or by an allowlist and `--show-suppressed` asked for it, a `suppressions`
-entry. Per-file errors become tool execution notifications. Paths are relative to
+entry, and its fix: `fixes` (artifactChanges with whole-line replacements) when a codemod
+applies, the fix text in `properties.fix` always; every rule has a `helpUri` (its page,
+docs/rules/<code>.md). Per-file errors become tool execution notifications. Paths are relative to
 `%SRCROOT%`, so the output carries no machine-specific absolute path.
 """
 
@@ -17,6 +19,7 @@ from pathlib import Path
 
 from reload_lint import __version__
 from reload_lint.findings import TOOL_NAME, FileError, Finding, fails_gate
+from reload_lint.fix.render import fix_text, help_uri, sarif_fixes
 from reload_lint.rules import RULES, catalog_dir
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -84,6 +87,7 @@ def rule_descriptor(code: str, catalog: str | None = None) -> dict:
         "defaultConfiguration": {"level": _LEVEL.get(rule.severity, "warning")},
         "properties": {"tags": _tags(code)},
     }
+    desc["helpUri"] = help_uri(code)
     if page:
         desc["help"] = {"text": page, "markdown": page}
     else:
@@ -149,6 +153,11 @@ def _result(f: Finding, index: dict[str, int], baseline_active: bool, strict: bo
             {"id": i, **_location(s.path, s.line), "message": {"text": f"via: {s.note}"}}
             for i, s in enumerate(f.via)
         ]
+    fixes = sarif_fixes(f, _uri)
+    if fixes:
+        res["fixes"] = fixes
+    if f.fix:
+        res["properties"]["fix"] = fix_text(f)
     if f.suppressed is not None:
         kind = "external" if f.suppressed.startswith("allowlisted") else "inSource"
         res["suppressions"] = [{"kind": kind, "status": "accepted", "justification": f.suppressed}]

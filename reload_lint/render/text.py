@@ -4,6 +4,7 @@ triage lines: `guard:` / `masked:` when known, `also:` for each folded finding, 
 from __future__ import annotations
 
 from reload_lint.findings import FileError, Finding, fails_gate
+from reload_lint.fix.render import fix_text
 
 WARNING_TAG = " [warning: no apply-time reader found]"
 
@@ -33,7 +34,7 @@ def render_text(
         for a in f.also:  # the same storage, folded (reload_lint/fold.py)
             lines.append(f"    also: {a['path']}:{a['line']}: {a['rule']} `{a['target']}`")
         if f.fix:
-            lines.append(f"    fix: {f.fix}")
+            lines.append(f"    fix: {fix_text(f)}")
         lines.append(f"    see: reload-lint rule {f.rule}")
     for e in errors:
         loc = f"{e.path}:{e.line}:" if e.line else f"{e.path}:"

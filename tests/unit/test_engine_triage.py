@@ -69,7 +69,7 @@ def test_fix_is_chosen_per_store_not_per_rule(minivllm):
     [
         ("RL101", "layer.perm", triage.AV("fresh"), False, triage.REGISTER, '"perm"'),
         ("RL101", "layer.perm", triage.AV("fresh"), True, triage.COPY, "`layer.perm.copy_"),
-        ("RL102", "self.workspace", triage.AV("fresh"), False, triage.ALLOC_ONCE, "existing="),
+        ("RL102", "self.workspace", triage.AV("fresh"), False, triage.ALLOC_ONCE, ".copy_"),
         (
             "RL102",
             "self.w_s",
@@ -98,7 +98,7 @@ def test_fix_depends_on_store_kind_target_and_contract(rule, target, value, inpl
 
 def test_triage_fields_in_json_and_back(minivllm):
     report = build_report(minivllm, [])
-    assert report["schema_version"] == "1.1"
+    assert report["schema_version"] == "1.2"
     for row in report["findings"]:
         for key in ("reader", "guard", "masked", "backends", "fix"):
             assert key in row

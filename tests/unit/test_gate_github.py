@@ -25,9 +25,9 @@ def test_annotation_line_and_trace():
     assert head == (
         "error file=pkg/a%2Cb.py,line=10,col=9,endLine=12,title=RL101 unregistered-module-tensor"
     )
-    assert (
-        body
-        == "`layer.ws` 100%25 moved: reload%0A  pkg/h.py:3: allocated%0A  pkg/a,b.py:10: stored"
+    assert body == (
+        "`layer.ws` 100%25 moved: reload%0A  pkg/h.py:3: allocated%0A  pkg/a,b.py:10: stored"
+        "%0Asee: docs/rules/RL101.md (reload-lint rule RL101)"
     )
     assert "\n" not in line
 

@@ -1,0 +1,266 @@
+"""Compute every finding's remedy; validate the codemods by parsing and re-auditing the patched
+tree; apply the accepted ones.
+
+A codemod is kept only if the patched file parses and a re-audit of the patched tree reports
+neither the finding it fixes (at its key: rule, path, symbol, target) nor anything new in
+the file it edits. A refused codemod becomes a manual recipe, with the reason.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from reload_lint.findings import Finding, normalize_target
+from reload_lint.fix import recipes
+from reload_lint.fix.locate import FileModel
+from reload_lint.fix.model import DISPLAY, SAFE, Edit, Remedy
+from reload_lint.fix.plan import StmtEdit, plan_statement
+from reload_lint.fix.rewrite import apply_edits, parse_error, unified
+from reload_lint.fix.tree import TreeApi
+
+MAX_ROUNDS = 4
+
+
+def _key(f: Finding) -> tuple:
+    return (f.rule, f.path, f.symbol, normalize_target(f.target))
+
+
+@dataclass
+class FixSet:
+    remedies: dict[int, Remedy] = field(default_factory=dict)  # id(finding) -> remedy
+    accepted: list[StmtEdit] = field(default_factory=list)
+    models: dict[str, FileModel] = field(default_factory=dict)
+    rounds: int = 0
+    still: Counter | None = None  # finding keys the last re-audit reported
+    # findings of the patched files the re-audit reports that the first run did not (one
+    # storage reported once: fixing the reported store shows the next), (path, line, rule,
+    # target) in the patched text
+    revealed: list = field(default_factory=list)
+
+    def remedy(self, f: Finding) -> Remedy | None:
+        return self.remedies.get(id(f))
+
+    def files(self, unsafe: bool) -> dict[str, tuple[str, str]]:
+        """path -> (before, after) with every accepted edit of the chosen applicability."""
+        by_path: dict[str, list[StmtEdit]] = defaultdict(list)
+        for e in self.accepted:
+            if unsafe or e.applicability == SAFE:
+                by_path[e.findings[0].path].append(e)
+        out = {}
+        for path, edits in sorted(by_path.items()):
+            fm = self.models[path]
+            out[path] = (fm.text, apply_edits(fm, edits))
+        return out
+
+    def diff(self, unsafe: bool) -> str:
+        return "".join(unified(p, a, b) for p, (a, b) in self.files(unsafe).items())
+
+
+def compute(findings: list[Finding], read_text, api: TreeApi, reaudit=None) -> FixSet:
+    """`read_text(path)` -> the file's text (None if unreadable); `reaudit(patched)` -> the
+    findings of the tree with `patched` ({path: text}) written over it (None: no re-audit)."""
+    fs = FixSet()
+    groups: dict[tuple[str, int], list[Finding]] = defaultdict(list)
+    sites = {}
+    for f in findings:
+        fm = fs.models.get(f.path)
+        if fm is None and f.path not in fs.models:
+            text = read_text(f.path)
+            try:
+                fm = FileModel(text) if text is not None else None
+            except Exception:  # libcst cannot parse what ast could: leave it to a human
+                fm = None
+            fs.models[f.path] = fm
+        if fm is None:
+            fs.remedies[id(f)] = _manual(f, api, "the file could not be read or parsed by libcst")
+            continue
+        site = fm.site(f.line, f.target)
+        if isinstance(site, str):
+            fs.remedies[id(f)] = _manual(f, api, site)
+            continue
+        k = (f.path, site.first_line)
+        sites[k] = site
+        groups[k].append(f)
+    edits: list[StmtEdit] = []
+    for k, flagged in groups.items():
+        fm = fs.models[k[0]]
+        rules = {f.rule for f in flagged}
+        e = plan_statement(fm, sites[k], flagged, api) if len(rules) == 1 else "mixed rules"
+        if isinstance(e, str):
+            for f in flagged:
+                fs.remedies[id(f)] = _manual(f, api, e)
+            continue
+        try:
+            after = apply_edits(fm, [e])
+        except Exception as exc:  # libcst refused the generated code: report, never crash
+            after, bad = fm.text, f"the generated code does not parse ({type(exc).__name__})"
+        else:
+            bad = parse_error(after)
+        if bad:
+            for f in flagged:
+                fs.remedies[id(f)] = _refused(f, api, e, bad)
+            continue
+        patch = unified(k[0], fm.text, after)
+        for f in flagged:
+            fs.remedies[id(f)] = Remedy(
+                applicability=e.applicability,
+                shape=e.shape,
+                description=e.description,
+                edits=[Edit(k[0], fm.text, after)],
+                patch=patch,
+            )
+        edits.append(e)
+    fs.accepted = edits
+    if reaudit is not None:
+        _validate(fs, findings, api, reaudit)
+    _rebuild_sites(fs, findings)
+    return fs
+
+
+def _validate(fs: FixSet, findings: list[Finding], api: TreeApi, reaudit) -> None:
+    """Re-audit the tree with every codemod applied; refuse an edit whose statements (or the
+    helper it adds) are still reported, and repeat without the refused ones."""
+    before = Counter(_key(f) for f in findings)
+    for _round in range(MAX_ROUNDS):
+        fs.rounds += 1
+        by_path: dict[str, list[StmtEdit]] = defaultdict(list)
+        for e in fs.accepted:
+            by_path[e.findings[0].path].append(e)
+        if not by_path:
+            return
+        texts, spans = {}, {}
+        refuse: dict[int, str] = {}
+        for path, edits in by_path.items():
+            sp: dict = {}
+            texts[path] = apply_edits(fs.models[path], edits, sp)
+            spans[path] = sp
+            why = parse_error(texts[path])
+            if why:
+                for e in edits:
+                    refuse[id(e)] = f"combined with the other fixes of the file: {why}"
+        if not refuse:
+            try:
+                after = reaudit(texts)
+            except Exception as exc:  # an unreadable tree, a full disk: offer no patch
+                why = f"the patched copy could not be re-audited ({_why(exc)})"
+                for e in fs.accepted:
+                    for f in e.findings:
+                        fs.remedies[id(f)] = _refused(f, api, e, why)
+                fs.accepted = []
+                return
+            for g in after:
+                sp = spans.get(g.path)
+                if sp is None:
+                    continue
+                for e in by_path[g.path]:
+                    first, last = sp[id(e)]
+                    in_helper = (
+                        e.helpers
+                        and "helpers" in sp
+                        and (sp["helpers"][0] <= g.line <= sp["helpers"][1])
+                    )
+                    if first <= g.line <= last or in_helper:
+                        refuse.setdefault(
+                            id(e),
+                            f"a re-audit of the patched tree still reports {g.rule} "
+                            f"`{g.target}` at the patched statement",
+                        )
+            if not refuse:
+                fs.still = Counter(_key(g) for g in after)
+                fs.revealed = sorted(
+                    {(g.path, g.line, g.rule, g.target) for g in after if g.path in texts}
+                    - {(g.path, g.line, g.rule, g.target) for g in after if before[_key(g)]}
+                )
+                return
+        keep = []
+        for e in fs.accepted:
+            why = refuse.get(id(e))
+            if why is None:
+                keep.append(e)
+                continue
+            for f in e.findings:
+                fs.remedies[id(f)] = _refused(f, api, e, why)
+        fs.accepted = keep
+
+
+def _rebuild_sites(fs: FixSet, findings: list[Finding]) -> None:
+    """RL108: the scratch an object allocates on its first forward is kept when the post-load
+    that rebuilds the object keeps it (the keep_object edit of the RL105 store whose trace
+    names the owner's class). Its remedy is the patch of those rebuild sites."""
+    owners = {}
+    for f in findings:
+        if f.rule != "RL108":
+            continue
+        built = [s.note[: -len(" built here")] for s in f.trace if s.note.endswith(" built here")]
+        owners[id(f)] = built[-1].strip("`") if built else ""
+    for f in findings:
+        if f.rule != "RL108" or not owners.get(id(f)):
+            continue
+        cls = owners[id(f)]
+        sites = [
+            e
+            for e in fs.accepted
+            if any(g.rule == "RL105" and any(cls in s.note for s in g.trace) for g in e.findings)
+        ]
+        if not sites:
+            continue
+        note = ""
+        if fs.still is not None and fs.still[_key(f)] > 0:
+            note = (
+                "; a re-audit still lists the lazy store (the analysis does not model the kept "
+                "object)"
+            )
+        by_path: dict[str, list[StmtEdit]] = defaultdict(list)
+        for e in sites:
+            by_path[e.findings[0].path].append(e)
+        edit_list, patch = [], ""
+        for path, es in sorted(by_path.items()):
+            fm = fs.models[path]
+            after = apply_edits(fm, es)
+            edit_list.append(Edit(path, fm.text, after))
+            patch += unified(path, fm.text, after)
+        fs.remedies[id(f)] = Remedy(
+            applicability="unsafe",
+            shape="keep_object",
+            description=(
+                f"keep the {cls} the post-load rebuilds (and the scratch it allocated on its "
+                f"first forward) at its {len(sites)} rebuild site(s){note}"
+            ),
+            edits=edit_list,
+            patch=patch,
+        )
+
+
+def _why(exc: Exception) -> str:
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    return f"{type(exc).__name__}: {text}"[:200] if text else type(exc).__name__
+
+
+def _manual(f: Finding, api: TreeApi, why: str) -> Remedy:
+    return Remedy(DISPLAY, "manual", f.fix, recipe=recipes.recipe(f, api, why))
+
+
+def _refused(f: Finding, api: TreeApi, e: StmtEdit, why: str) -> Remedy:
+    return Remedy(
+        e.applicability,
+        e.shape,
+        e.description,
+        recipe=recipes.recipe(f, api, f"the {e.shape} codemod was refused: {why}"),
+        refused=why,
+    )
+
+
+def remedies_for(findings, base: Path, roots, reaudit=None) -> FixSet:
+    from reload_lint.fix.tree import scan
+
+    api = scan(base, list(roots))
+
+    def read_text(path: str):
+        try:
+            return (Path(base) / path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            return None
+
+    return compute(findings, read_text, api, reaudit)

@@ -1,0 +1,148 @@
+"""Which fix shape each finding gets, and the statement edits that carry it out.
+
+Findings are grouped by the statement that stores them (a tuple store, `self.W_K, self.W_K_scale
+= ...`, is one edit for every flagged element). The value is bound to a fresh local first when
+a shape reads it more than once; the elements nobody flagged are stored as before.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from reload_lint.findings import Finding
+from reload_lint.fix import keep, latebind, rebuilt, register
+from reload_lint.fix.base import Plan, Store
+from reload_lint.fix.locate import FileModel, Site, fresh_name
+from reload_lint.fix.tree import TreeApi
+
+#: rules whose store is fixed by keeping the first tensor and copying into it
+KEEP_RULES = frozenset({"RL102", "RL109", "RL201", "RL202"})
+#: rules whose store is an object rebuilt on every reload
+OBJECT_RULES = frozenset({"RL105"})
+
+
+@dataclass
+class StmtEdit:
+    """The replacement of one statement, for the findings stored by it."""
+
+    site: Site
+    findings: list[Finding]
+    plans: list[Plan]
+    code: str  # the replacement statements (column 0)
+    imports: list[tuple[str, str, str | None]] = field(default_factory=list)
+    helpers: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def shape(self) -> str:
+        return "+".join(sorted({p.shape for p in self.plans}))
+
+    @property
+    def applicability(self) -> str:
+        return "unsafe" if any(p.applicability == "unsafe" for p in self.plans) else "safe"
+
+    @property
+    def description(self) -> str:
+        return "; ".join(p.description for p in self.plans)
+
+
+def _is_tensor_store(f: Finding) -> bool:
+    """Whether the analysis saw the stored value as a tensor (not an object holding some)."""
+    return any("tensor" in s.note and f.target in s.note for s in f.trace[-4:]) or not any(
+        "built here" in s.note or "keeps a rebuilt" in s.note for s in f.trace
+    )
+
+
+def _shape_for(
+    f: Finding, store: Store, single: bool, fm: FileModel, site: Site, api: TreeApi, ind: str
+) -> Plan | str:
+    rule = f.rule
+    if rule == "RL101":
+        if store.attr in api.parameter_names:
+            mod = api.prefer_copy_module()
+            if mod is None:
+                return rebuilt.plan(store, ind, "value")
+            bound = fm.imported_from("replace_parameter")
+            local = "replace_parameter"
+            if bound is not None and bound != mod:
+                local = "replace_parameter_prefer_copy"
+            elif bound is None and "replace_parameter" in fm.module_names():
+                local = "replace_parameter_prefer_copy"
+            return register.plan_replace(store, single, mod, local)
+        return register.plan_buffer(store, single)
+    if rule in KEEP_RULES:
+        if _is_tensor_store(f):
+            return keep.plan(store, ind)
+        return rebuilt.plan(store, ind, "object")
+    if rule in OBJECT_RULES:
+        return rebuilt.plan(store, ind, "object")
+    return f"no codemod for {rule}"
+
+
+_LAYER_READ = re.compile(r"`layer\.(\w+)`")
+
+
+def plan_statement(
+    fm: FileModel, site: Site, flagged: list[Finding], api: TreeApi
+) -> StmtEdit | str:
+    ind = fm.indent
+    value = fm.relative_source(site.value, site.first_line)
+    first = flagged[0]
+    if first.rule == "RL103":
+        if site.is_tuple:
+            return "a tuple store of a callable"
+        layer = next((p for p in site.params if p == "layer"), None)
+        if layer is None:
+            return "the function has no `layer` parameter to register the tensor on"
+        captured = _LAYER_READ.findall(first.fix)
+        if not captured:
+            return "the captured tensor's name is not known"
+        p = latebind.plan(first.target, value, captured, layer)
+        if isinstance(p, str):
+            return p
+        return StmtEdit(site, flagged, [p], p.code)
+    by_target = {f.target.replace(" ", ""): f for f in flagged}
+    single = not site.is_tuple
+    taken = set(site.names) | fm.module_names()
+    plans: list[tuple[int, Plan]] = []
+    tmps: list[str] = []
+    for t in site.targets:
+        attr = (t or "value").rsplit(".", 1)[-1]
+        tmp = fresh_name(attr, taken)
+        taken.add(tmp)
+        tmps.append(tmp)
+    for i, t in enumerate(site.targets):
+        f = by_target.get(t or "")
+        if f is None:
+            continue
+        if "." not in (t or ""):
+            return f"`{f.target}` is not an attribute store"
+        store = Store(t, tmps[i])
+        p = _shape_for(f, store, single, fm, site, api, ind)
+        if isinstance(p, str):
+            return p
+        if single and not p.needs_tmp:
+            store = Store(t, value)
+            p = _shape_for(f, store, single, fm, site, api, ind)
+        plans.append((i, p))
+    if not plans:
+        return "no flagged element of the statement"
+    code = ""
+    if site.is_tuple or any(p.needs_tmp for _i, p in plans):
+        lhs = ", ".join(tmps) if site.is_tuple else tmps[0]
+        code += f"{lhs} = {value}\n"
+    done = {i: p for i, p in plans}
+    for i in range(len(site.targets)):
+        if i in done:
+            code += done[i].code
+        elif site.is_tuple:
+            code += f"{site.elements[i]} = {tmps[i]}\n"
+    edit = StmtEdit(site, flagged, [p for _i, p in plans], code)
+    for _i, p in plans:
+        for imp in p.imports:
+            if imp not in edit.imports:
+                edit.imports.append(imp)
+        for h in p.helpers:
+            if h not in edit.helpers:
+                edit.helpers.append(h)
+    return edit

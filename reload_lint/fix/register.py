@@ -1,0 +1,47 @@
+"""Register the tensor on the module, so vLLM's reload copies the new values back into the
+storage registered when graphs were captured:
+
+    layer.register_buffer("g_idx_sort_indices", g_idx_sort_indices, persistent=False)
+
+or, for a name the module already holds as a Parameter (register_buffer refuses it), the
+tree's own `replace_parameter(layer, name, value, prefer_copy=True)`, imported from the module
+that defines the `prefer_copy` variant (`tree.ReplaceParameter` resolves it and reads its
+signature; a tree whose `replace_parameter` has no such parameter gets the keep shape).
+
+Applicability `unsafe`: the module gains a buffer (moved by `.to()`, listed by
+`named_buffers()`; not saved, `persistent=False`).
+"""
+
+from __future__ import annotations
+
+from reload_lint.fix.base import Plan, Store
+from reload_lint.fix.model import UNSAFE
+
+
+def plan_buffer(store: Store, single: bool) -> Plan:
+    b, a, v = store.base, store.attr, store.value
+    return Plan(
+        shape="register",
+        applicability=UNSAFE,
+        description=(
+            f"register `{a}` as a non-persistent buffer of `{b}`, so the reload's copy-back "
+            "keeps its storage"
+        ),
+        code=f'{b}.register_buffer("{a}", {v}, persistent=False)\n',
+        needs_tmp=not single,
+    )
+
+
+def plan_replace(store: Store, single: bool, module: str, local: str) -> Plan:
+    b, a, v = store.base, store.attr, store.value
+    return Plan(
+        shape="replace_parameter",
+        applicability=UNSAFE,
+        description=(
+            f'`{module}.replace_parameter({b}, "{a}", ..., prefer_copy=True)`: copy into the '
+            "registered Parameter when compatible, else re-register it"
+        ),
+        code=f'{local}({b}, "{a}", {v}, prefer_copy=True)\n',
+        needs_tmp=not single,
+        imports=[(module, "replace_parameter", None if local == "replace_parameter" else local)],
+    )

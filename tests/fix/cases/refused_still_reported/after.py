@@ -1,0 +1,14 @@
+from functools import partial
+
+import torch
+
+from pkg import ops
+
+
+class PermKernel:
+    def process_weights_after_loading(self, layer):
+        perm = torch.argsort(layer.g_idx)
+        self.act_perm = partial(ops.permute_cols, perm=perm)
+
+    def apply_weights(self, layer, x):
+        return self.act_perm(x) @ layer.weight
