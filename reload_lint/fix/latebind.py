@@ -3,7 +3,7 @@ kernel object captures a tensor it computed; the tensor is registered on the lay
 and the callable reads it from the layer each time it runs (after a reload: the registered
 storage, which copy-back refreshed).
 
-    layer.register_buffer("act_perm_perm", perm, persistent=False)
+    layer.register_buffer("act_perm_perm", perm)
     self.act_perm = lambda x: x[:, getattr(layer, "act_perm_perm")]
     self.act_perm = lambda *args, **kwargs: ops.permute_cols(
         *args, perm=getattr(layer, "act_perm_perm"), **kwargs)
@@ -119,9 +119,7 @@ def plan(target: str, value_src: str, captured: list[str], layer: str) -> Plan |
         new, bound = made
         if not bound:
             return "the captured tensor is not a keyword argument of the partial"
-    regs = "".join(
-        f'{layer}.register_buffer("{buf(c)}", {v}, persistent=False)\n' for c, v in bound.items()
-    )
+    regs = "".join(f'{layer}.register_buffer("{buf(c)}", {v})\n' for c, v in bound.items())
     reads = ", ".join(f"`{layer}.{buf(c)}`" for c in bound)
     return Plan(
         shape="late_bind",

@@ -13,7 +13,7 @@ def recipe(f: Finding, api: TreeApi, why: str) -> str:
     reg = (
         f'`{rp}.replace_parameter({base}, "{attr}", new, prefer_copy=True)`'
         if rp
-        else f'`{base}.register_buffer("{attr}", new, persistent=False)`'
+        else f'`{base}.register_buffer("{attr}", new)`'
     )
     if f.rule == "RL106":
         text = (

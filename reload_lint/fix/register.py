@@ -1,15 +1,19 @@
 """Register the tensor on the module, so vLLM's reload copies the new values back into the
 storage registered when graphs were captured:
 
-    layer.register_buffer("g_idx_sort_indices", g_idx_sort_indices, persistent=False)
+    layer.register_buffer("g_idx_sort_indices", g_idx_sort_indices)
 
 or, for a name the module already holds as a Parameter (register_buffer refuses it), the
 tree's own `replace_parameter(layer, name, value, prefer_copy=True)`, imported from the module
 that defines the `prefer_copy` variant (`tree.ReplaceParameter` resolves it and reads its
 signature; a tree whose `replace_parameter` has no such parameter gets the keep shape).
 
+The buffer is persistent (register_buffer's default): vLLM 0.33's reload skips non-persistent
+buffers the checkpoint does not load when it copies back (model_loader/reload/layerwise.py), so
+`persistent=False` would keep the first load's values there; 0.25.1 copies both back.
+
 Applicability `unsafe`: the module gains a buffer (moved by `.to()`, listed by
-`named_buffers()`; not saved, `persistent=False`).
+`named_buffers()` and in `state_dict()`).
 """
 
 from __future__ import annotations
@@ -24,10 +28,10 @@ def plan_buffer(store: Store, single: bool) -> Plan:
         shape="register",
         applicability=UNSAFE,
         description=(
-            f"register `{a}` as a non-persistent buffer of `{b}`, so the reload's copy-back "
-            "keeps its storage"
+            f"register `{a}` as a buffer of `{b}` (persistent: the reload copies persistent "
+            "buffers back into their storage)"
         ),
-        code=f'{b}.register_buffer("{a}", {v}, persistent=False)\n',
+        code=f'{b}.register_buffer("{a}", {v})\n',
         needs_tmp=not single,
     )
 

@@ -7,55 +7,31 @@ exactly what `--fix` writes."""
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
-
-from reload_lint.cli import main
-
-CASES = Path(__file__).parent / "cases"
-NAMES = sorted(p.name for p in CASES.iterdir() if (p / "before.py").is_file())
-
-
-def _project(tmp: Path, name: str) -> Path:
-    pkg = tmp / "pkg"
-    pkg.mkdir(parents=True)
-    (pkg / "__init__.py").write_text("")
-    for f in (CASES / name).glob("*.py"):
-        if f.name == "before.py":
-            shutil.copy2(f, pkg / "m.py")
-        elif f.name != "after.py":
-            shutil.copy2(f, pkg / f.name)
-    return tmp
-
-
-def _run(capsys, *argv) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
+from _fix_util import CASES, NAMES, project, run
 
 
 def _report(capsys) -> list[dict]:
-    code, out, err = _run(capsys, "check", "pkg", "--no-cache", "--format", "json")
+    code, out, err = run(capsys, "check", "pkg", "--no-cache", "--format", "json")
     assert code in (0, 1), err
     return json.loads(out)["findings"]
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_fix_writes_the_golden_file(name, tmp_path, monkeypatch, capsys):
-    proj = _project(tmp_path, name)
+    proj = project(tmp_path, name)
     monkeypatch.chdir(proj)
     before = _report(capsys)
     assert before, "the case must have a finding to fix"
-    code, out, _err = _run(capsys, "check", "pkg", "--no-cache", "--fix", "--unsafe-fixes")
+    code, out, _err = run(capsys, "check", "pkg", "--no-cache", "--fix", "--unsafe-fixes")
     want = (CASES / name / "after.py").read_text()
     assert (proj / "pkg" / "m.py").read_text() == want
     fixed = [f for f in before if f.get("remedy", {}).get("patch")]
     assert f"({len(fixed)} fixed, {len(before) - len(fixed)} remaining)" in out
     # idempotent: the second application changes nothing
-    code, out, _err = _run(capsys, "check", "pkg", "--no-cache", "--fix", "--unsafe-fixes")
+    code, out, _err = run(capsys, "check", "pkg", "--no-cache", "--fix", "--unsafe-fixes")
     assert (proj / "pkg" / "m.py").read_text() == want
     assert "(0 fixed," in out
     # the re-audit reports no store a direct codemod fixed (RL108's patch is at the rebuild
@@ -67,9 +43,9 @@ def test_fix_writes_the_golden_file(name, tmp_path, monkeypatch, capsys):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_diff_prints_what_fix_writes(name, tmp_path, monkeypatch, capsys):
-    proj = _project(tmp_path / "a", name)
+    proj = project(tmp_path / "a", name)
     monkeypatch.chdir(proj)
-    code, patch, err = _run(capsys, "check", "pkg", "--no-cache", "--diff", "--unsafe-fixes")
+    code, patch, err = run(capsys, "check", "pkg", "--no-cache", "--diff", "--unsafe-fixes")
     before = (CASES / name / "before.py").read_text()
     assert (proj / "pkg" / "m.py").read_text() == before  # --diff writes nothing
     want = (CASES / name / "after.py").read_text()
@@ -87,11 +63,11 @@ def test_json_remedy_patch_applies_alone(tmp_path, monkeypatch, capsys):
     alone on the unpatched file, and `patch_sha256` is its hash."""
     import hashlib
 
-    proj = _project(tmp_path, "rl101_tuple")
+    proj = project(tmp_path, "rl101_tuple")
     monkeypatch.chdir(proj)
     findings = _report(capsys)
     rem = findings[0]["remedy"]
-    assert rem["applicability"] == "unsafe" and rem["shape"] == "register"
+    assert rem["applicability"] == "unsafe" and rem["shape"] == "register", rem
     assert rem["patch_sha256"] == hashlib.sha256(rem["patch"].encode()).hexdigest()
     assert findings[0]["fix_patch"] == rem["patch"]
     assert rem["rule_url"] == "docs/rules/RL101.md"
@@ -101,9 +77,9 @@ def test_json_remedy_patch_applies_alone(tmp_path, monkeypatch, capsys):
 
 def test_safe_only_without_unsafe_fixes(tmp_path, monkeypatch, capsys):
     """`--fix` alone applies only safe fixes; the summary says how many unsafe ones wait."""
-    proj = _project(tmp_path, "rl105_keep_object")
+    proj = project(tmp_path, "rl105_keep_object")
     monkeypatch.chdir(proj)
-    code, out, _ = _run(capsys, "check", "pkg", "--no-cache", "--fix")
+    code, out, _ = run(capsys, "check", "pkg", "--no-cache", "--fix")
     assert (proj / "pkg" / "m.py").read_text() == (
         CASES / "rl105_keep_object" / "before.py"
     ).read_text()
@@ -112,16 +88,16 @@ def test_safe_only_without_unsafe_fixes(tmp_path, monkeypatch, capsys):
         "No fixes available (1 hidden fix can be enabled with the `--unsafe-fixes` option)." in out
     )
     assert code == 1
-    proj2 = _project(tmp_path / "b", "rl102_keep")
+    proj2 = project(tmp_path / "b", "rl102_keep")
     monkeypatch.chdir(proj2)
-    code, out, _ = _run(capsys, "check", "pkg", "--no-cache")
+    code, out, _ = run(capsys, "check", "pkg", "--no-cache")
     assert "[*] 1 fixable with the `--fix` option." in out
-    code, out, _ = _run(capsys, "check", "pkg", "--no-cache", "--fix")
+    code, out, _ = run(capsys, "check", "pkg", "--no-cache", "--fix")
     assert "(1 fixed, 0 remaining)" in out and code == 0
 
 
 def test_fix_refused_when_still_reported(tmp_path, monkeypatch, capsys):
-    proj = _project(tmp_path, "refused_still_reported")
+    proj = project(tmp_path, "refused_still_reported")
     monkeypatch.chdir(proj)
     (f,) = _report(capsys)
     rem = f["remedy"]
@@ -143,12 +119,12 @@ def test_fix_refused_when_it_would_not_parse(tmp_path, monkeypatch, capsys):
         return p
 
     monkeypatch.setattr(keep, "plan", broken)
-    proj = _project(tmp_path, "rl102_keep")
+    proj = project(tmp_path, "rl102_keep")
     monkeypatch.chdir(proj)
     (f,) = _report(capsys)
     assert f["remedy"]["patch"] is None
     assert "does not parse" in f["remedy"]["refused"]
-    code, out, _ = _run(capsys, "check", "pkg", "--no-cache", "--fix", "--unsafe-fixes")
+    code, out, _ = run(capsys, "check", "pkg", "--no-cache", "--fix", "--unsafe-fixes")
     assert (proj / "pkg" / "m.py").read_text() == (CASES / "rl102_keep" / "before.py").read_text()
     assert "(0 fixed, 1 remaining)" in out
 
@@ -159,6 +135,6 @@ def test_fix_refuses_release_sources(capsys, monkeypatch, tmp_path):
     root = tmp_path / "vllm-9.9.9"
     (root / "vllm").mkdir(parents=True)
     monkeypatch.setattr(sources, "release_sources", lambda pkg, version: root)
-    code, out, err = _run(capsys, "check", "--vllm", "9.9.9", "--fix")
+    code, out, err = run(capsys, "check", "--vllm", "9.9.9", "--fix")
     assert code == 2
     assert "--fix would edit the shared release sources" in err and "cp -r" in err

@@ -8,7 +8,7 @@ class TransposeMethod:
 
     def process_weights_after_loading(self, layer):
         # the kernel wants the transposed weight
-        layer.register_buffer("weight_t", layer.weight.t().contiguous(), persistent=False)  # read by apply
+        layer.register_buffer("weight_t", layer.weight.t().contiguous())  # read by apply
 
     def apply(self, layer, x):
         return x @ layer.weight_t

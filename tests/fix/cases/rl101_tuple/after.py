@@ -14,8 +14,8 @@ class MLALike(torch.nn.Module):
         W_K, W_K_scale = quantize(
             self.kv.t()
         )
-        self.register_buffer("W_K", W_K, persistent=False)
-        self.register_buffer("W_K_scale", W_K_scale, persistent=False)
+        self.register_buffer("W_K", W_K)
+        self.register_buffer("W_K_scale", W_K_scale)
 
     def forward(self, x):
         return (x @ self.W_K.float()) * self.W_K_scale

@@ -6,7 +6,7 @@ import torch
 class PermKernel:
     def process_weights_after_loading(self, layer):
         perm = torch.argsort(layer.g_idx)
-        layer.register_buffer("act_perm_index", perm, persistent=False)
+        layer.register_buffer("act_perm_index", perm)
         self.act_perm = lambda *args, **kwargs: torch.index_select(
             *args, dim=1, index=getattr(layer, "act_perm_index"), **kwargs
         )
