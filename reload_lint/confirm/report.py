@@ -123,6 +123,8 @@ def figures(findings: list[dict], sites: dict[str, dict]) -> dict:
     clusters_stock: set = set()
     observed_sites: set = set()
     observed_clusters: dict[str, bool] = {}
+    forced: Counter = Counter()
+    harness = 0
     for f in findings:
         s = sites.get(f["fingerprint"])
         st = s["stock"] if s else None
@@ -132,6 +134,11 @@ def figures(findings: list[dict], sites: dict[str, dict]) -> dict:
             pre[pr[0]["grade"]] += 1
         head = (st or pr or (None, None))[0]
         tiers[(head or {}).get("tier") or "none"] += 1
+        red = [p[0] for p in (st, pr) if p and p[0]["grade"] in RED]
+        if red and red[0].get("forced"):
+            forced[red[0]["forced"]["platform"]] += 1
+        if red and red[0].get("harness_reads"):
+            harness += 1
         for pair in (st, pr):
             if pair and pair[0].get("cluster"):
                 clusters_all.add(pair[0]["cluster"])
@@ -153,6 +160,8 @@ def figures(findings: list[dict], sites: dict[str, dict]) -> dict:
         "observed_sites": len(observed_sites),
         "observed_clusters": len(observed_clusters),
         "observed_isolated": sum(observed_clusters.values()),
+        "forced": forced,
+        "harness": harness,
     }
 
 
@@ -208,6 +217,13 @@ def render(findings_doc: dict, evidence_doc: dict) -> str:
         f"{fig['observed_sites']} sites in {fig['observed_clusters']} clusters "
         f"({fig['observed_isolated']} from a build where only that cluster's storage escaped, "
         f"{fig['observed_clusters'] - fig['observed_isolated']} from a shared build)",
+        "- red findings whose red record forces a platform-only path on this GPU: "
+        + (
+            ", ".join(f"{n} {p}" for p, n in sorted(fig["forced"].items()))
+            if fig["forced"]
+            else "none"
+        )
+        + f"; whose red record rests on harness reads or stand-in storage: {fig['harness']}",
         "- tier of the deciding record: "
         + ", ".join(f"{fig['tiers'][t]} {t}" for t in ("replay", "census", "none")),
         # the fixed side by where its fix came from (the codemod's patch, --source, monkeypatch)
