@@ -73,7 +73,9 @@ def extractor_fingerprint() -> str:
             f"{__version__}|{EXTRACT_VERSION}|{impl}|{sys.version_info[:3]}".encode()
         )
         here = Path(__file__).resolve().parent
-        for rel in ("index/extract.py", "guard.py", "cache.py"):
+        # the lowering is index/extract.py and the index/lower_*.py modules it is built from
+        lowering = sorted(f"index/{p.name}" for p in (here / "index").glob("lower_*.py"))
+        for rel in ("index/extract.py", *lowering, "guard.py", "cache.py"):
             try:
                 h.update(rel.encode() + b"\0" + (here / rel).read_bytes())
             except OSError:

@@ -23,9 +23,8 @@ validator raised on some valid code and on mixed str/bytes concatenations, which
 "could not analyse file"); a syntax error before a pathologically deep chain (the old token
 scan made it RL906, CPython reports the error: RL901); an identifier with NFKC-compatibility
 characters (`µ`), which CPython normalizes (`μ`) and libcst kept as written. The flag
-lowerings added since (`extract.EXTENSIONS`: `elif` flag terms, `or` guards, dtype terms,
-class string constants)
-are switched off for the comparison.
+lowerings added since (`EXTENSIONS` in index/lower_util.py: `elif` flag terms, `or` guards,
+dtype terms, class string constants) are switched off for the comparison.
 """
 
 from __future__ import annotations
@@ -152,14 +151,14 @@ def compare_one(item):
 def compare_text(path: str, text: str, module: str, is_pkg: bool):
     old_job = importlib.import_module(f"{OLD_PKG}.job")._extract_job
     from reload_lint.cache import _extract_job
-    from reload_lint.index import extract
+    from reload_lint.index import lower_util
 
-    # the flag lowerings added since the libcst extractor are compared off (extract.py)
-    before, extract.EXTENSIONS = extract.EXTENSIONS, False
+    # the flag lowerings added since the libcst extractor are compared off (lower_util.py)
+    before, lower_util.EXTENSIONS = lower_util.EXTENSIONS, False
     try:
         return _compare(path, text, module, is_pkg, old_job, _extract_job)
     finally:
-        extract.EXTENSIONS = before
+        lower_util.EXTENSIONS = before
 
 
 def _compare(path, text, module, is_pkg, old_job, _extract_job):

@@ -1,0 +1,248 @@
+"""Expression lowering (index/extract.py): `ast` expressions, string and f-string literals and
+assignment targets -> the record's expression tuples."""
+
+from __future__ import annotations
+
+import ast
+
+from reload_lint.index.lower_names import _body_names
+from reload_lint.index.lower_util import (
+    _BINOPS,
+    _UNARY,
+    OTHER,
+    _all_params,
+    _closing_paren,
+    _is_int,
+    _param_defaults,
+    _string_tokens,
+)
+
+
+class ExprLowering:
+    """Mixin of the extractor; needs its SourceText methods."""
+
+    # ---- expressions -----------------------------------------------------------------
+    def string(self, node) -> tuple:
+        """A str/bytes constant: its value, or, for an implicit concatenation, the values of
+        its literals joined (bytes fail to join, as they always did)."""
+        if self._one_token(node):
+            return ("k", "str", node.value)
+        return self.fstring(node)
+
+    def fstring(self, node) -> tuple:
+        """`f"{prefix}_scale"` -> ("f", (("n", "prefix"), ("k", "str", "_scale"))); a plain
+        concatenation of literals folds to one ("k", "str", ...); a conversion or format spec
+        (`{x!r}`, `{x:>4}`) is not a name anyone builds attributes from: unknown."""
+        fields = (
+            [v.value for v in node.values if type(v) is ast.FormattedValue]
+            if type(node) is ast.JoinedStr
+            else []
+        )
+        parts: list = []
+        nxt = 0
+        for tok in _string_tokens(self.segment(node)):
+            if tok[0] == "plain":
+                try:
+                    parts.append(("k", "str", ast.literal_eval(tok[1])))
+                except Exception:
+                    return ("k", "str", None)
+                continue
+            for kind, what in tok[1]:
+                if kind == "t":
+                    parts.append(("k", "str", what))
+                elif what:
+                    return ("k", "str", None)
+                else:
+                    parts.append(self.expr(fields[nxt]))
+                    nxt += 1
+        if nxt != len(fields):
+            raise ValueError("f-string fields do not match the parsed expressions")
+        if all(p[0] == "k" and p[2] is not None for p in parts):
+            return ("k", "str", "".join(p[2] for p in parts))
+        return ("f", tuple(parts))
+
+    def expr(self, node) -> tuple:
+        fn = _EXPR.get(type(node))
+        return fn(self, node) if fn is not None else OTHER
+
+    def _x_name(self, node):
+        return ("n", node.id)
+
+    def _x_attribute(self, node):
+        return ("a", self.expr(node.value), node.attr)
+
+    def _x_call(self, node):
+        args = []
+        kwargs = []
+        star = False
+        for a in node.args:
+            if type(a) is ast.Starred:
+                star = True
+            else:
+                args.append(self.expr(a))
+        for k in node.keywords:
+            if k.arg is None:
+                star = True
+            else:
+                kwargs.append((k.arg, self.expr(k.value)))
+        return ("c", self.expr(node.func), tuple(args), tuple(kwargs), node.lineno, star)
+
+    def _x_binop(self, node):
+        op = _BINOPS.get(type(node.op), "?")
+        return ("b", op, self.expr(node.left), self.expr(node.right), node.lineno)
+
+    def _x_unaryop(self, node):
+        return ("u", _UNARY[type(node.op)], self.expr(node.operand))
+
+    def _x_subscript(self, node):
+        elems = self.subscript_elements(node)
+        basic = True
+        for v in elems:
+            tp = type(v)
+            if tp is ast.Slice:
+                continue
+            if tp is ast.Constant and (_is_int(v.value) or v.value is ... or v.value is None):
+                continue
+            if tp is ast.UnaryOp and type(v.operand) is ast.Constant and _is_int(v.operand.value):
+                continue
+            basic = False
+        if basic:
+            index = ("slice",)
+        elif len(elems) == 1 and type(elems[0]) is not ast.Slice:
+            index = self.expr(elems[0])
+        else:
+            index = OTHER
+        return ("s", self.expr(node.value), index)
+
+    def subscript_elements(self, node) -> list:
+        """The subscript's elements as libcst lists them: `a[1, 2]` has two, `a[(1, 2)]` one;
+        a starred element stands for its value."""
+        sl = node.slice
+        if type(sl) is ast.Tuple and not self.parenthesized(sl):
+            return [e.value if type(e) is ast.Starred else e for e in sl.elts]
+        return [sl]
+
+    def parenthesized(self, tup) -> bool:
+        """A tuple written in its own parentheses (`(1, 2)`, not `(1), 2`)."""
+        if not tup.elts:
+            return True
+        first = tup.elts[0]
+        if (first.lineno, first.col_offset) == (tup.lineno, tup.col_offset):
+            return False
+        seg = self.segment(tup)
+        if not seg.startswith("("):
+            return False
+        return _closing_paren(seg) == len(seg) - 1
+
+    def _x_constant(self, node):
+        v = node.value
+        tp = type(v)
+        if v is None or tp is bool:
+            return ("n", str(v))
+        if tp is int:
+            return ("k", "int", self._int_text(node))
+        if tp is float or tp is complex:
+            return ("k", "float", None)
+        if tp is str or tp is bytes:
+            return self.string(node)
+        return OTHER
+
+    def _x_joinedstr(self, node):
+        return self.fstring(node)
+
+    def _x_display(self, node):
+        kind = _DISPLAY[type(node)]
+        items = tuple(
+            ("star", self.expr(e.value)) if type(e) is ast.Starred else self.expr(e)
+            for e in node.elts
+        )
+        return ("t", kind, items)
+
+    def _x_dict(self, node):
+        items = []
+        for k, v in zip(node.keys, node.values, strict=True):
+            if k is not None:
+                items.append((self.expr(k), self.expr(v)))
+        return ("d", tuple(items))
+
+    def _x_comp(self, node):
+        return ("t", "list", (self.expr(node.elt),))
+
+    def _x_dictcomp(self, node):
+        return ("d", ((self.expr(node.key), self.expr(node.value)),))
+
+    def _x_lambda(self, node):
+        ps = _all_params(node.args)
+        params = tuple(p.arg for p in ps)
+        body = self.expr(node.body)
+        free_names = _body_names([node.body], None)[0] - set(params)
+        defaults = _param_defaults(node.args)
+        for p in ps:
+            d = defaults.get(id(p))
+            if d is not None:  # defaults bind at creation: a capture too
+                free_names |= _body_names([d], None)[0]
+        return ("l", params, body, tuple(sorted(free_names)))
+
+    def _x_ifexp(self, node):
+        return ("if", self.expr(node.body), self.expr(node.orelse))
+
+    def _x_compare(self, node):
+        return ("k", "bool", None)
+
+    def _x_boolop(self, node):
+        if type(node.op) is ast.And:
+            return ("k", "bool", None)
+        # `a or b` yields one of them: keep both possibilities (`a or b or c` nests leftwards)
+        values = node.values
+        out = self.expr(values[0])
+        for v in values[1:]:
+            out = ("if", out, self.expr(v))
+        return out
+
+    def _x_value(self, node):  # await x, (y := x)
+        return self.expr(node.value)
+
+    def target(self, node) -> tuple:
+        tp = type(node)
+        if tp is ast.Name:
+            return ("n", node.id)
+        if tp is ast.Attribute:
+            return ("a", self.expr(node.value), node.attr)
+        if tp is ast.Subscript:
+            return self.expr(node)
+        if tp is ast.Tuple or tp is ast.List:
+            items = []
+            for e in node.elts:
+                if type(e) is ast.Starred:
+                    items.append(("star", self.target(e.value)))
+                else:
+                    items.append(self.target(e))
+            return ("t", "tuple", tuple(items))
+        return OTHER
+
+
+_DISPLAY = {ast.Tuple: "tuple", ast.List: "list", ast.Set: "set"}
+_EXPR = {
+    ast.Name: ExprLowering._x_name,
+    ast.Attribute: ExprLowering._x_attribute,
+    ast.Call: ExprLowering._x_call,
+    ast.BinOp: ExprLowering._x_binop,
+    ast.UnaryOp: ExprLowering._x_unaryop,
+    ast.Subscript: ExprLowering._x_subscript,
+    ast.Constant: ExprLowering._x_constant,
+    ast.JoinedStr: ExprLowering._x_joinedstr,
+    ast.Tuple: ExprLowering._x_display,
+    ast.List: ExprLowering._x_display,
+    ast.Set: ExprLowering._x_display,
+    ast.Dict: ExprLowering._x_dict,
+    ast.ListComp: ExprLowering._x_comp,
+    ast.SetComp: ExprLowering._x_comp,
+    ast.GeneratorExp: ExprLowering._x_comp,
+    ast.DictComp: ExprLowering._x_dictcomp,
+    ast.Lambda: ExprLowering._x_lambda,
+    ast.IfExp: ExprLowering._x_ifexp,
+    ast.Compare: ExprLowering._x_compare,
+    ast.BoolOp: ExprLowering._x_boolop,
+    ast.Await: ExprLowering._x_value,
+    ast.NamedExpr: ExprLowering._x_value,
+}
