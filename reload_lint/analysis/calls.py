@@ -107,6 +107,10 @@ class CallMixin:
             callee = self.eval(fr, func)
         args = tuple(self.eval(fr, a) for a in args_e)
         kwargs = tuple((k, self.eval(fr, v)) for k, v in kwargs_e)
+        hook = func[2] if func[0] == "a" else func[1] if func[0] == "n" else None
+        if hook in self.root_names:  # analysis/hooks.py
+            given = bool(args_e or kwargs_e)
+            self.note_hook_call(fr, func, recv if func[0] == "a" else (), callee, given)
         out: tuple = ()
         for c in callee:
             out = V.union(out, self.call_value(fr, c, args, kwargs, line, e))

@@ -51,6 +51,7 @@ class Frame:
     heap: dict = field(default_factory=dict)
     blocks: dict = field(default_factory=dict)  # local name -> block path of its last binding
     narrowed: list = field(default_factory=list)  # (name, value before an isinstance narrowing)
+    types: tuple = ()  # (name, class as written) of the `isinstance` tests around the code
     returns: list = field(default_factory=list)
     line: int = 0  # the statement being executed (trace steps of call-less expressions)
     # state-flag guards in force: (base, attr, runs when, path, line); see pathfacts.py

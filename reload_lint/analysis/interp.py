@@ -25,6 +25,7 @@ from reload_lint.analysis.frame import (
     Frame,
     RootState,
 )
+from reload_lint.analysis.hooks import HookRootsMixin
 from reload_lint.analysis.oracles import Oracles
 from reload_lint.analysis.pathfacts import BUILTIN_SCOPES, ONCE_NAMES, PathFactsMixin
 from reload_lint.analysis.platforms import PlatformScopeMixin
@@ -48,6 +49,7 @@ class Analyzer(
     PathFactsMixin,
     PlatformScopeMixin,
     FlagResetMixin,
+    HookRootsMixin,
     ExplainMixin,
 ):
     def __init__(self, index: ProjectIndex, root_names, apply_names, contract_for, scopes=()):
@@ -117,6 +119,10 @@ class Analyzer(
         self.scoped: dict[tuple, object] = {}  # finding key -> Scope it was reached in
         self.dropped: dict[tuple, str] = {}  # finding key -> why path facts removed it
         self.facts: dict[tuple, dict] = {}  # finding key -> triage fields (guard, masked)
+        # post-load hooks the reload does not run (analysis/hooks.py)
+        self._hook_roots: dict[tuple, str] = {}  # (module, qualname) -> class key
+        self._hook_calls: dict[tuple, set] = {}  # root -> what its unresolved hook calls run
+        self._key_roots: dict[tuple, set] = {}  # finding key -> reporting roots (None: other)
         self._alias_stable: dict[tuple, list] = {}  # RL107 key -> per root: (stable, names)
 
     def is_apply(self, name: str) -> bool:
@@ -163,6 +169,7 @@ class Analyzer(
         self.run_apply_caches([*modules, *self.cache_modules])
         self.drop_unresolved_names()
         self.drop_stable_aliases()
+        self.drop_hook_only()
         self.resolve_guards()
         self.add_graph_visibility()
         self.apply_facts()
@@ -218,7 +225,12 @@ class Analyzer(
             root=state,
             stack=((path, mod, qn),),
         )
-        self.exec_body(frame, f["body"])
+        done = False
+        try:
+            self.exec_body(frame, f["body"])
+            done = True
+        finally:
+            self.finish_hook_root(state, mod, qn, f, done)
         self.finish_masked(state, f, frame.cls_key, path)
         self.finish_aliases(state)
         for fkey, src in state.derived_findings:
@@ -262,6 +274,8 @@ class Analyzer(
             except RecursionError:
                 raise
             except Exception as exc:  # one odd statement must not end the analysis
+                if fr.mode == "post":  # it may have run any post-load hook (analysis/hooks.py)
+                    fr.root.events.append(("hookcall", ("*",)))
                 self._incomplete(
                     fr,
                     f"statement at line {st[1]} of {fr.func['qn']} skipped: {type(exc).__name__}",
@@ -310,12 +324,16 @@ class Analyzer(
         elif kind == "narrow":
             # `if isinstance(x, torch.nn.Parameter):` -- inside, x is that Parameter object
             name, typ = st[4], st[5]
+            fr.types = (*fr.types, (name, typ))
             cur = fr.env.get(name)
             if cur is not None and typ.rsplit(".", 1)[-1] == "Parameter":
                 fr.narrowed.append((name, cur))
                 src = next((v.src for v in cur if v.src), name)
                 fr.env[name] = (AV(V.REG, src=src, value="narrowed"),)
         elif kind == "unnarrow":
+            gone = [i for i, (n, _t) in enumerate(fr.types) if n == st[4]]
+            if gone:
+                fr.types = fr.types[: gone[-1]] + fr.types[gone[-1] + 1 :]
             for i in range(len(fr.narrowed) - 1, -1, -1):
                 if fr.narrowed[i][0] == st[4]:
                     _, before = fr.narrowed.pop(i)

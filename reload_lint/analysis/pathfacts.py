@@ -305,12 +305,14 @@ class PathFactsMixin:
     def note_report(self, fr, key: tuple) -> bool:
         """Called for every reported store; False when the store is out of scope."""
         if fr.mode != "post":
+            self.note_hook_key(fr, key)
             return True
         scope = self.scope_of(fr)
         if scope is not None:
             self.scoped.setdefault(key, scope)
             self.dropped.setdefault(key, scope.why)
             return False
+        self.note_hook_key(fr, key)
         pos = (*fr.positions, (fr.func.get("qn"), fr.block_hint))
         self._guard_ctx.setdefault(key, []).append((tuple(fr.guards), pos))
         fr.root.keys.setdefault(key, pos)

@@ -24,6 +24,14 @@ also the conservative reading of each fact (docs/contracts.md, "Facts read from 
   before `register_buffer` (both releases): a buffer registered as None at construction is
   not recorded, so the reload deletes it, post-load's `layer.x = t` then makes a plain
   attribute, and re-registering the kernel buffer raises "attribute 'x' already exists".
+- `hooks_take_args`: every `process_weights_after_loading` call in the reload module passes
+  an argument (`quant_method.process_weights_after_loading(layer)`, a deferred layer's
+  `layer.process_weights_after_loading(model_config.dtype)`: both releases), and none calls
+  the loader's first-load driver by its bare name. A post-load method that takes no
+  argument but `self` (the model-level hook `model.process_weights_after_loading()` that
+  vLLM 0.33.0's loader runs after the first load, model_loader/utils.py:209-210) is then
+  not run by the reload itself: it re-runs on an update only when post-load code the reload
+  does run calls it (analysis/hooks.py).
 """
 
 from __future__ import annotations
@@ -47,6 +55,8 @@ class ReloadFacts:
     restore_at: str
     none_buffer_breaks: bool
     none_buffer_at: str
+    hooks_take_args: bool = True
+    hooks_at: str = ""
 
     def key(self) -> str:
         """Identity for the analysis cache key (the `at` citations are part of it: a moved
@@ -66,6 +76,8 @@ NEWEST = ReloadFacts(
     restore_at="vLLM 0.33.0 model_loader/reload/meta.py:127-132",
     none_buffer_breaks=True,
     none_buffer_at="vLLM 0.33.0 model_loader/reload/layerwise.py:437-446",
+    hooks_take_args=True,
+    hooks_at="vLLM 0.33.0 model_loader/reload/layerwise.py:303, :339, :388",
 )
 
 
@@ -96,7 +108,30 @@ def detect(files, default: ReloadFacts = NEWEST) -> ReloadFacts:
     pl = _deletes_plain(layerwise, "register_buffer", lw)
     if pl is not None:
         got["none_buffer_breaks"], got["none_buffer_at"] = not pl[0], pl[1]
+    hk = _hook_calls([(r, _parse(by_rel[r])) for r in sorted(by_rel) if r.startswith(base)])
+    if hk is not None:
+        got["hooks_take_args"], got["hooks_at"] = hk
     return ReloadFacts(**got)
+
+
+HOOK = "process_weights_after_loading"
+
+
+def _hook_calls(trees):
+    """(every post-load call passes an argument, where) over the reload module's files:
+    False at the first `x.process_weights_after_loading()` with no argument or bare-name
+    call (the loader's driver); None when the module calls no post-load at all."""
+    sites = []
+    for rel, tree in trees:
+        for call in _calls(tree, HOOK) if tree is not None else ():
+            if not isinstance(call.func, ast.Attribute) or not (call.args or call.keywords):
+                return False, f"{rel}:{call.lineno}"
+            sites.append((rel, call.lineno))
+    if not sites:
+        return None
+    first = sites[0][0]
+    lines = [f"{r}:{ln}" if r != first or i == 0 else f":{ln}" for i, (r, ln) in enumerate(sites)]
+    return True, ", ".join(lines)
 
 
 def _parse(sf) -> ast.Module | None:

@@ -326,7 +326,7 @@ class StoreMixin:
         for ev in state.events:
             if ev[0] == "alias":
                 pending.append([ev[1], ev[2], True])
-            else:
+            elif ev[0] == "rebind":
                 for p in pending:
                     if ev[1] in p[1]:
                         p[2] = False

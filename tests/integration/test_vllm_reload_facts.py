@@ -51,6 +51,9 @@ def test_facts_read_from_the_release(version, copied, deferred, deletes_plain):
     assert f.deferred_bases == deferred
     assert f.restore_deletes_plain is deletes_plain
     assert f.none_buffer_breaks is True  # both releases (tests/fixtures/minireload*)
+    # post-load hooks are called with an argument only (a model-level hook is not re-run)
+    assert f.hooks_take_args is True
+    assert "process_weights_after_loading(" in _line_of(version, f.hooks_at.split(",")[0])
     # each citation is the statement the fact was read from
     if copied:
         assert "for name, buffer in buffers.items()" in _line_of(version, f.nonpersistent_at)
@@ -63,7 +66,12 @@ def test_facts_read_from_the_release(version, copied, deferred, deletes_plain):
     assert f.restore_at.startswith(f"{RELOAD}/meta.py:")
     # the newest release's facts are the default for trees without a reload module
     if version == "0.33.0":
-        keep = ("nonpersistent_copied", "deferred_bases", "restore_deletes_plain")
+        keep = (
+            "nonpersistent_copied",
+            "deferred_bases",
+            "restore_deletes_plain",
+            "hooks_take_args",
+        )
         assert all(getattr(f, k) == getattr(reloadfacts.NEWEST, k) for k in keep)
 
 
@@ -146,3 +154,12 @@ def test_two_weights_through_one_helper_stay_two_findings(version):
     out = _folded(version)
     targets = {f.target for f in out if f.path == f"{Q}/mxfp4.py"}
     assert {"layer.w13_weight", "layer.w2_weight"} <= targets
+
+
+def test_model_level_hook_stores_are_first_load_only_on_0330():
+    # K3DSparkForCausalLM.process_weights_after_loading() (no argument) is the model-level
+    # hook the 0.33.0 loader runs after the first load; the reload calls post-load only with
+    # an argument, and no post-load it runs calls this hook
+    _, result = _run("0.33.0")
+    path = "vllm/models/kimi_k3/nvidia/dspark_mla.py"
+    assert not [f for f in result.findings if f.path == path]

@@ -43,6 +43,8 @@ def test_reload_shaped_like_0251():
     assert "isinstance(layer, (Attention, MLAAttention))" in _line(root, f.deferred_at)
     assert _line(root, f.restore_at).strip().startswith("for name in")
     assert f.restore_at.startswith(f"{RELOAD}/meta.py:")
+    assert f.hooks_take_args is True
+    assert "process_weights_after_loading(None)" in _line(root, f.hooks_at)
 
 
 def test_reload_shaped_like_0330():
@@ -55,6 +57,24 @@ def test_reload_shaped_like_0330():
     assert "is_deferred_attention_layer" in f.deferred_at
     assert f.restore_deletes_plain is True
     assert f.none_buffer_breaks is True
+    assert f.hooks_take_args is True
+    assert "process_weights_after_loading(None)" in _line(root, f.hooks_at)
+
+
+@pytest.mark.parametrize(
+    "call", ["model.process_weights_after_loading()", "process_weights_after_loading(model)"]
+)
+def test_a_reload_running_a_hook_with_no_argument_or_the_driver(tmp_path, call):
+    d = tmp_path / RELOAD
+    d.mkdir(parents=True)
+    lw = d / "layerwise.py"
+    lw.write_text(
+        f"def finish(model, layer):\n    layer.process_weights_after_loading(1)\n    {call}\n",
+        encoding="utf-8",
+    )
+    f = reloadfacts.detect([SourceFile(path=lw, rel=f"{RELOAD}/layerwise.py", module="m")])
+    assert f.hooks_take_args is False
+    assert f.hooks_at == f"{RELOAD}/layerwise.py:3"
 
 
 @pytest.mark.parametrize("what", ["none", "no-meta", "unparsable"])
@@ -72,5 +92,6 @@ def test_missing_or_unreadable_reload_code_falls_back_to_the_newest(tmp_path, wh
         "deferred_bases",
         "restore_deletes_plain",
         "none_buffer_breaks",
+        "hooks_take_args",
     ):
         assert getattr(f, k) == getattr(reloadfacts.NEWEST, k)
