@@ -59,11 +59,24 @@ def fix_cell(area: str, findings, fixed: dict, patches: Path | None, out: Path |
     section)."""
     link = ""
     if patches is not None:
-        diff = Path(patches) / patch_file(area)
-        if diff.is_file():
-            base = Path(out).resolve().parent if out is not None else Path.cwd()
-            rel = os.path.relpath(diff.resolve(), base)
-            link = f"[{diff.name}]({Path(rel).as_posix()})"
+        from reload_lint.render.worklist import area_of
+
+        # the areas the row's codemods edit (an RL108 fix edits the rebuild site, elsewhere)
+        areas = sorted(
+            {
+                area_of(p)
+                for f in findings
+                for p in ((f.remedy or {}).get("paths") or [] if isinstance(f.remedy, dict) else [])
+            }
+        ) or [area]
+        base = Path(out).resolve().parent if out is not None else Path.cwd()
+        links = []
+        for a in areas:
+            diff = Path(patches) / patch_file(a)
+            if diff.is_file():
+                rel = os.path.relpath(diff.resolve(), base)
+                links.append(f"[{diff.name}]({Path(rel).as_posix()})")
+        link = ", ".join(links)
     counts: dict[str, Counter] = {}
     odd: list[str] = []
     sites = 0

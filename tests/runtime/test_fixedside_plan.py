@@ -136,3 +136,12 @@ def test_worklist_patches_adds_the_fix_column(tmp_path):
     assert "[quantization.utils.diff](p/quantization.utils.diff): " in text
     assert main([*argv, "--patches", str(tmp_path / "nope")]) == 2
     assert main(argv) == 0 and "| Fix |" not in (tmp_path / "w.md").read_text()
+
+
+def test_worklist_fix_cell_links_the_areas_the_codemod_edits(tmp_path):
+    (tmp_path / "quantization.diff").write_text("--- a\n")
+    f = _finding("a" * 20, "self._permute_scratch", 84)
+    f.remedy = {"paths": ["vllm/model_executor/layers/quantization/fp8.py"]}
+    fixed = {"a" * 20: [_rec("a" * 20, True, "green", fix_source="codemod")]}
+    cell = fix_cell("fused_moe/experts", [f], fixed, tmp_path, tmp_path / "w.md")
+    assert cell == "[quantization.diff](quantization.diff): codemod green 1/1"

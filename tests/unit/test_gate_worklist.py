@@ -5,6 +5,7 @@ built); header counts per status and tier; the likely failure from rule, tensor 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -689,7 +690,12 @@ COMMITTED = {
 
 
 def regenerate_worklist(out: Path) -> int:
-    """The command docs/worklist.md gives for the committed worklist, run in-process."""
+    """The command docs/worklist.md gives for the committed worklist, run in-process. The
+    Fix column links the patches relative to the page, so they are copied beside ``out`` as
+    they lie beside the committed page."""
+    patches = out.parent / "patches" / "vllm-0.25.1"
+    if not patches.exists():
+        shutil.copytree(ROOT / "docs/patches/vllm-0.25.1", patches)
     return main(
         [
             "worklist",
@@ -699,6 +705,8 @@ def regenerate_worklist(out: Path) -> int:
             str(COMMITTED["evidence"]),
             "--source",
             "vllm 0.25.1 release sources",
+            "--patches",
+            str(patches),
             "-o",
             str(out),
         ]
