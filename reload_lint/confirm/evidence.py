@@ -88,7 +88,7 @@ class EvidenceRecord:
     #: fixes applied on both sides so the reload gets past a masking site (fixes.PRECONDITIONS)
     preconditions: list[str] = field(default_factory=list)
     # -- 1.3 ---------------------------------------------------------------------------------
-    #: fixed side: where its own fix came from: "codemod" (the finding's fix.patch applied to a
+    #: fixed side: where its own fix came from: "codemod" (the finding's remedy.patch applied to a
     #: copy of the sources on the import path), "source" (confirm --source DIR: the checkout's
     #: changes), or "monkeypatch" (a runtime fix of confirm/fixes.py, where no codemod exists)
     fix_source: str | None = None

@@ -3,7 +3,7 @@
 For each site whose bug side came out red, the fixed side is a run in which only that site's
 storage may escape:
 
-* its own fix is the codemod's patch (the finding's ``fix.patch``), or the user's checkout
+* its own fix is the codemod's patch (the finding's ``remedy.patch``), or the user's checkout
   (``confirm --source DIR``), applied to a copy of the sources on the import path
   (``patched.py``): ``fix_source`` "codemod" / "source", with the patch's sha256. Only where
   neither exists does the runtime monkeypatch of ``fixes.py`` stand in (``fix_source``

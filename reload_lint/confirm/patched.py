@@ -1,6 +1,6 @@
 """The fixed side from source: a patch applied to a copy of the audited sources on the import path.
 
-A fixed-side run that proves a patch (the codemod's ``fix.patch`` of a finding, or a user's
+A fixed-side run that proves a patch (the codemod's ``remedy.patch`` of a finding, or a user's
 checkout given with ``confirm --source DIR``) does not monkeypatch anything for its own site.
 The parent writes an *overlay*: a directory that mirrors the importable package through
 symbolic links, except along the patched files' paths, where the directories are real and the
@@ -253,7 +253,7 @@ def build_overlay(dest: Path, root: Path, files: dict[str, str]) -> Path:
 class SourceFix:
     """One fixed side from source: the files it replaces, and where it came from."""
 
-    kind: str  # "codemod" (a finding's fix.patch) | "source" (confirm --source DIR)
+    kind: str  # "codemod" (a finding's remedy.patch) | "source" (confirm --source DIR)
     patch: str  # the unified diff (importable sources -> patched)
     sha256: str
     files: dict[str, str] = field(default_factory=dict)  # relpath -> patched text

@@ -44,7 +44,7 @@ class Options:
     log: object = None  # a file-like for progress lines
     backends: tuple[str, ...] | None = None  # restrict forced backends (None: the table's)
     jobs: int = 1  # children run at once (one GPU is shared; each child has its own allocator)
-    #: fingerprint -> (unified diff, sha256): the codemod's patch of each finding (fix.patch)
+    #: fingerprint -> (unified diff, sha256, label): each finding's codemod (remedy.patch)
     patches: dict = field(default_factory=dict)
     #: the fixed side from a user's checkout (confirm --source DIR), for every site
     source_fix: object = None
