@@ -45,5 +45,8 @@ def test_own_quant_method_red_then_green_through_its_recipe(tmp_path):
     recs = json.loads((tmp_path / "e.json").read_text())["evidence"]
     by_side = {r["fixed"]: r for r in recs}
     assert by_side[False]["verdict"] == "red" and by_side[False]["recipe"] == "mylab-int8-linear"
-    assert by_side[True]["verdict"] == "green"
-    assert by_side[True]["fix_source"] == "monkeypatch"
+    # check's own codemod for the finding (register the tensor) is what the fixed side proves
+    assert by_side[True]["verdict"] == "green", by_side[True]["reason"]
+    assert by_side[True]["fix_source"] == "codemod"
+    assert by_side[True]["fix_files"] == ["mylab_quant/int8_linear.py"]
+    assert findings[0]["remedy"]["patch_sha256"] == by_side[True]["fix_patch_sha256"]
