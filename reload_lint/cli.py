@@ -196,10 +196,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="also show and apply the unsafe fixes (with --fix or --diff)",
     )
     check.add_argument(
+        "--show-fixes",
+        action="store_true",
+        help="compute and validate the codemods and put them in the report (JSON remedy, "
+        "SARIF fixes, the text and GitHub fix lines) without writing anything; --fix, "
+        "--unsafe-fixes and a bare --diff imply it. Costs a re-audit of a patched copy",
+    )
+    check.add_argument(
         "--no-fixes",
         action="store_true",
-        help="do not compute fixes (skips the re-audit of a patched copy; faster); files "
-        "passed by name get none unless --fix, --unsafe-fixes or --diff asks",
+        help="compute no fixes, even with --show-fixes (the default without the fix flags)",
     )
     check.add_argument(
         "--show-suppressed",

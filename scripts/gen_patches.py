@@ -30,7 +30,7 @@ def component_file(area: str) -> str:
 
 
 def generate(package: str, version: str, out: Path) -> str:
-    args = build_parser().parse_args(["check", f"--{package}", version])
+    args = build_parser().parse_args(["check", f"--{package}", version, "--show-fixes"])
     cfg = effective_config(args)
     plan = plan_targets(args, cfg)
     result = run_engine(args, cfg, plan)

@@ -3,7 +3,7 @@
 # Runs on the device machine after the vLLM bundle's stages 1-3 are installed
 # (../shared/gpu/README.md): vLLM sources in /tmp/vroot, dependency wheels in /tmp/site.
 #   usage: bash scripts/gpu_sweep.sh FINDINGS [EXTRA confirm ARGS...]
-# FINDINGS is the output of `reload-lint check --vllm 0.25.1 --format json` (bundled allowlist),
+# FINDINGS is the output of `reload-lint check --vllm 0.25.1 --format json --show-fixes` (bundled allowlist; --show-fixes puts each codemod's patch in the findings for the fixed side),
 # made where the audited sources are (the device has no network).
 set -uo pipefail
 FINDINGS="${1:?usage: gpu_sweep.sh FINDINGS [confirm args...]}"

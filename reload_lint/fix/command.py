@@ -23,15 +23,17 @@ from reload_lint.fix.model import SAFE
 
 
 def wanted(args, plan) -> bool:
-    """Fixes are computed when asked for (`--fix`, `--unsafe-fixes`, `--diff`), and otherwise
-    for every run but `--no-fixes` and files passed by name (pre-commit's runs stay fast)."""
+    """Fixes are computed when asked for: `--fix`, `--unsafe-fixes`, a bare `--diff`, or
+    `--show-fixes` (not with `--no-fixes`). Validating them re-audits a patched copy of the
+    tree, a second full analysis, so a plain `check` (pre-commit, the CI gate, the bench's
+    cold and warm runs) does not pay it on every run."""
     if (
         getattr(args, "fix", False)
         or getattr(args, "unsafe_fixes", False)
         or getattr(args, "diff", None) == FIX_DIFF
     ):
         return True
-    return not getattr(args, "no_fixes", False) and plan.only_paths is None
+    return getattr(args, "show_fixes", False) and not getattr(args, "no_fixes", False)
 
 
 def check_writable(args, plan) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from _fix_util import CASES, project, run
 
 
@@ -22,7 +23,9 @@ def test_sarif_fixes_rebuild_the_fixed_file(tmp_path, monkeypatch, capsys):
     for name in ("rl102_keep", "rl105_keep_object", "rl101_tuple"):
         proj = project(tmp_path / name, name)
         monkeypatch.chdir(proj)
-        code, out, _ = run(capsys, "check", "pkg", "--no-cache", "--format", "sarif")
+        code, out, _ = run(
+            capsys, "check", "pkg", "--no-cache", "--show-fixes", "--format", "sarif"
+        )
         sarif_run = json.loads(out)["runs"][0]
         assert all(
             r["helpUri"] == f"docs/rules/{r['id']}.md" for r in sarif_run["tool"]["driver"]["rules"]
@@ -39,23 +42,26 @@ def test_sarif_fixes_rebuild_the_fixed_file(tmp_path, monkeypatch, capsys):
 def test_one_fix_text_everywhere(tmp_path, monkeypatch, capsys):
     proj = project(tmp_path, "rl102_keep")
     monkeypatch.chdir(proj)
-    _, out, _ = run(capsys, "check", "pkg", "--no-cache", "--format", "json")
+    _, out, _ = run(capsys, "check", "pkg", "--no-cache", "--show-fixes", "--format", "json")
     (f,) = json.loads(out)["findings"]
     desc = f["remedy"]["description"]
     assert f["fix"] == desc and f["remedy"]["applicability"] == "safe"
     shown = f"[safe: --fix] {desc}"
-    _, text, _ = run(capsys, "check", "pkg", "--no-cache")
+    _, text, _ = run(capsys, "check", "pkg", "--no-cache", "--show-fixes")
     assert f"    fix: {shown}\n" in text
-    _, gh, _ = run(capsys, "check", "pkg", "--no-cache", "--format", "github")
+    _, gh, _ = run(capsys, "check", "pkg", "--no-cache", "--show-fixes", "--format", "github")
     assert f"%0Afix: {shown}%0Asee: docs/rules/RL102.md" in gh.replace("%3A", ":")
-    _, sarif, _ = run(capsys, "check", "pkg", "--no-cache", "--format", "sarif")
+    _, sarif, _ = run(capsys, "check", "pkg", "--no-cache", "--show-fixes", "--format", "sarif")
     assert json.loads(sarif)["runs"][0]["results"][0]["properties"]["fix"] == shown
 
 
-def test_no_fixes_leaves_the_report_as_before(tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize("flags", [(), ("--no-fixes",), ("--show-fixes", "--no-fixes")])
+def test_a_plain_check_computes_no_fixes(tmp_path, monkeypatch, capsys, flags):
+    """Fixes are opt-in (their validation re-audits a patched copy): a plain `check`, and
+    `--no-fixes` over `--show-fixes`, leave the report as before fixes existed."""
     proj = project(tmp_path, "rl102_keep")
     monkeypatch.chdir(proj)
-    _, out, _ = run(capsys, "check", "pkg", "--no-cache", "--format", "json", "--no-fixes")
+    _, out, _ = run(capsys, "check", "pkg", "--no-cache", "--format", "json", *flags)
     (f,) = json.loads(out)["findings"]
     assert "remedy" not in f and "fix_patch" not in f
     assert f["fix"].startswith("reuse the existing allocation: keep the first `self.workspace`")

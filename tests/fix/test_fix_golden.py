@@ -14,7 +14,7 @@ from _fix_util import CASES, NAMES, project, run
 
 
 def _report(capsys) -> list[dict]:
-    code, out, err = run(capsys, "check", "pkg", "--no-cache", "--format", "json")
+    code, out, err = run(capsys, "check", "pkg", "--no-cache", "--show-fixes", "--format", "json")
     assert code in (0, 1), err
     return json.loads(out)["findings"]
 
@@ -90,7 +90,7 @@ def test_safe_only_without_unsafe_fixes(tmp_path, monkeypatch, capsys):
     assert code == 1
     proj2 = project(tmp_path / "b", "rl102_keep")
     monkeypatch.chdir(proj2)
-    code, out, _ = run(capsys, "check", "pkg", "--no-cache")
+    code, out, _ = run(capsys, "check", "pkg", "--no-cache", "--show-fixes")
     assert "[*] 1 fixable with the `--fix` option." in out
     code, out, _ = run(capsys, "check", "pkg", "--no-cache", "--fix")
     assert "(1 fixed, 0 remaining)" in out and code == 0
