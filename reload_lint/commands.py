@@ -444,7 +444,15 @@ def cmd_check(args) -> int:
     fixed: list[Finding] = []
     if getattr(args, "fix", False) and fx is not None:
         fixed = fixcmd.fixed_findings(out.reported, fx, unsafe)
-        fixcmd.write_fixes(fx, plan, unsafe)
+        written = fixcmd.write_fixes(fx, plan, unsafe)
+        shown = [r for r in fx.revealed if r[0] in written]
+        if shown:
+            print(
+                f"reload-lint: the fixes show {len(shown)} more finding"
+                f"{'s' if len(shown) != 1 else ''} the report folded into a fixed one "
+                "(one storage, one finding); run `check` again",
+                file=sys.stderr,
+            )
         gone = {id(f) for f in fixed}
         total = len(out.reported)
         out.reported = [f for f in out.reported if id(f) not in gone]

@@ -20,7 +20,7 @@ from reload_lint.fix.plan import StmtEdit, plan_statement
 from reload_lint.fix.rewrite import apply_edits, parse_error, unified
 from reload_lint.fix.tree import TreeApi
 
-MAX_ROUNDS = 4
+MAX_ROUNDS = 5
 
 
 def _key(f: Finding) -> tuple:
@@ -88,35 +88,56 @@ def compute(findings: list[Finding], read_text, api: TreeApi, reaudit=None) -> F
         fm = fs.models[k[0]]
         rules = {f.rule for f in flagged}
         e = plan_statement(fm, sites[k], flagged, api) if len(rules) == 1 else "mixed rules"
-        if isinstance(e, str):
+        if e is None or isinstance(e, str):
             for f in flagged:
-                fs.remedies[id(f)] = _manual(f, api, e)
+                fs.remedies[id(f)] = _manual(f, api, e or "no codemod for this store")
             continue
-        try:
-            after = apply_edits(fm, [e])
-        except Exception as exc:  # libcst refused the generated code: report, never crash
-            after, bad = fm.text, f"the generated code does not parse ({type(exc).__name__})"
-        else:
-            bad = parse_error(after)
-        if bad:
+        why = _offer(fs, e)
+        if why:
             for f in flagged:
-                fs.remedies[id(f)] = _refused(f, api, e, bad)
+                fs.remedies[id(f)] = _refused(f, api, e, why)
             continue
-        patch = unified(k[0], fm.text, after)
-        for f in flagged:
-            fs.remedies[id(f)] = Remedy(
-                applicability=e.applicability,
-                shape=e.shape,
-                description=e.description,
-                edits=[Edit(k[0], fm.text, after)],
-                patch=patch,
-            )
         edits.append(e)
     fs.accepted = edits
     if reaudit is not None:
         _validate(fs, findings, api, reaudit)
     _rebuild_sites(fs, findings)
     return fs
+
+
+def _offer(fs: FixSet, e: StmtEdit) -> str | None:
+    """Compute the edit's own patch and make it its findings' remedy; why not, if it fails."""
+    path = e.findings[0].path
+    fm = fs.models[path]
+    try:
+        after = apply_edits(fm, [e])
+    except Exception as exc:  # libcst refused the generated code: report, never crash
+        return f"the generated code does not parse ({type(exc).__name__})"
+    bad = parse_error(after)
+    if bad:
+        return bad
+    patch = unified(path, fm.text, after)
+    for f in e.findings:
+        fs.remedies[id(f)] = Remedy(
+            applicability=e.applicability,
+            shape=e.shape,
+            description=e.description,
+            edits=[Edit(path, fm.text, after)],
+            patch=patch,
+        )
+    return None
+
+
+def _next_shape(fs: FixSet, e: StmtEdit, api: TreeApi) -> StmtEdit | None:
+    """The store's next shape that parses, or None."""
+    alt = e.alt
+    while True:
+        alt += 1
+        nxt = plan_statement(fs.models[e.findings[0].path], e.site, e.findings, api, alt)
+        if nxt is None or isinstance(nxt, str):
+            return None
+        if _offer(fs, nxt) is None:
+            return nxt
 
 
 def _validate(fs: FixSet, findings: list[Finding], api: TreeApi, reaudit) -> None:
@@ -179,6 +200,11 @@ def _validate(fs: FixSet, findings: list[Finding], api: TreeApi, reaudit) -> Non
             why = refuse.get(id(e))
             if why is None:
                 keep.append(e)
+                continue
+            last = _round == MAX_ROUNDS - 1  # nothing would judge another shape
+            nxt = _next_shape(fs, e, api) if "still reports" in why and not last else None
+            if nxt is not None:
+                keep.append(nxt)  # judged by the next round's re-audit
                 continue
             for f in e.findings:
                 fs.remedies[id(f)] = _refused(f, api, e, why)

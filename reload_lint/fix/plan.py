@@ -32,6 +32,7 @@ class StmtEdit:
     code: str  # the replacement statements (column 0)
     imports: list[tuple[str, str, str | None]] = field(default_factory=list)
     helpers: list[tuple[str, str]] = field(default_factory=list)
+    alt: int = 0  # which of the store's shapes (plan_statement's `alt`)
 
     @property
     def shape(self) -> str:
@@ -54,41 +55,86 @@ def _is_tensor_store(f: Finding) -> bool:
 
 
 def _shape_for(
-    f: Finding, store: Store, single: bool, fm: FileModel, site: Site, api: TreeApi, ind: str
-) -> Plan | str:
+    f: Finding,
+    store: Store,
+    single: bool,
+    fm: FileModel,
+    site: Site,
+    api: TreeApi,
+    ind: str,
+    alt: int = 0,
+) -> Plan | str | None:
+    """The `alt`-th shape that may fix `f` (None when there are no more). The first is the
+    rule's own fix; the next ones are tried when a re-audit still reports the store (a layer
+    whose post-load runs after the copy-back, so registering keeps nothing: copy instead)."""
     rule = f.rule
+    shapes: list = []
     if rule == "RL101":
         if store.attr in api.parameter_names:
-            mod = api.prefer_copy_module()
-            if mod is None:
-                return rebuilt.plan(store, ind, "value")
-            bound = fm.imported_from("replace_parameter")
-            local = "replace_parameter"
-            if bound is not None and bound != mod:
-                local = "replace_parameter_prefer_copy"
-            elif bound is None and "replace_parameter" in fm.module_names():
-                local = "replace_parameter_prefer_copy"
-            return register.plan_replace(store, single, mod, local)
-        return register.plan_buffer(store, single)
-    if rule in KEEP_RULES:
-        if _is_tensor_store(f):
-            return keep.plan(store, ind)
-        return rebuilt.plan(store, ind, "object")
-    if rule in OBJECT_RULES:
-        return rebuilt.plan(store, ind, "object")
-    return f"no codemod for {rule}"
+            shapes.append(lambda: _replace(store, single, fm, api))
+        else:
+            shapes.append(lambda: register.plan_buffer(store, single))
+        shapes += [lambda: keep.plan(store, ind), lambda: rebuilt.plan(store, ind, "value")]
+    elif rule == "RL106" and store.attr == "data" and f.contract == "vllm-layerwise":
+        # `layer.w.data = <new shape>`: re-register `w` through the tree's replace_parameter
+        # (copy when the shape still fits, else a new Parameter the copy-back keeps)
+        inner = Store(store.base, store.value)
+        if "." not in inner.target:
+            return "the `.data` store is not on an attribute"
+        shapes.append(
+            lambda: (
+                _replace(inner, single, fm, api)
+                or "the tree has no `replace_parameter` that takes `prefer_copy`"
+            )
+        )
+    elif rule in KEEP_RULES:
+        first, second = (keep.plan, None) if _is_tensor_store(f) else (None, keep.plan)
+        if first:
+            shapes.append(lambda: first(store, ind))
+        shapes.append(lambda: rebuilt.plan(store, ind, "object"))
+        if second:
+            shapes.append(lambda: second(store, ind))
+    elif rule in OBJECT_RULES:
+        shapes.append(lambda: rebuilt.plan(store, ind, "object"))
+    else:
+        return f"no codemod for {rule}" if alt == 0 else None
+    while alt < len(shapes):
+        p = shapes[alt]()
+        if p is not None:
+            return p
+        alt += 1
+    return None
+
+
+def _replace(store: Store, single: bool, fm: FileModel, api: TreeApi) -> Plan | None:
+    """The tree's `replace_parameter(..., prefer_copy=True)`, imported under a name that does
+    not clash with another `replace_parameter` the module already binds; None without one."""
+    mod = api.prefer_copy_module()
+    if mod is None:
+        return None
+    bound = fm.imported_from("replace_parameter")
+    local = "replace_parameter"
+    if bound is not None and bound != mod:
+        local = "replace_parameter_prefer_copy"
+    elif bound is None and "replace_parameter" in fm.module_names():
+        local = "replace_parameter_prefer_copy"
+    return register.plan_replace(store, single, mod, local)
 
 
 _LAYER_READ = re.compile(r"`layer\.(\w+)`")
 
 
 def plan_statement(
-    fm: FileModel, site: Site, flagged: list[Finding], api: TreeApi
-) -> StmtEdit | str:
+    fm: FileModel, site: Site, flagged: list[Finding], api: TreeApi, alt: int = 0
+) -> StmtEdit | str | None:
+    """The edit of one store statement with its `alt`-th shape; a reason when no codemod
+    applies; None when there is no `alt`-th shape."""
     ind = fm.indent
     value = fm.relative_source(site.value, site.first_line)
     first = flagged[0]
     if first.rule == "RL103":
+        if alt:
+            return None
         if site.is_tuple:
             return "a tuple store of a callable"
         layer = next((p for p in site.params if p == "layer"), None)
@@ -118,12 +164,12 @@ def plan_statement(
         if "." not in (t or ""):
             return f"`{f.target}` is not an attribute store"
         store = Store(t, tmps[i])
-        p = _shape_for(f, store, single, fm, site, api, ind)
-        if isinstance(p, str):
+        p = _shape_for(f, store, single, fm, site, api, ind, alt)
+        if p is None or isinstance(p, str):
             return p
         if single and not p.needs_tmp:
             store = Store(t, value)
-            p = _shape_for(f, store, single, fm, site, api, ind)
+            p = _shape_for(f, store, single, fm, site, api, ind, alt)
         plans.append((i, p))
     if not plans:
         return "no flagged element of the statement"
@@ -137,7 +183,7 @@ def plan_statement(
             code += done[i].code
         elif site.is_tuple:
             code += f"{site.elements[i]} = {tmps[i]}\n"
-    edit = StmtEdit(site, flagged, [p for _i, p in plans], code)
+    edit = StmtEdit(site, flagged, [p for _i, p in plans], code, alt=alt)
     for _i, p in plans:
         for imp in p.imports:
             if imp not in edit.imports:
