@@ -34,6 +34,7 @@ class FixSet:
     models: dict[str, FileModel] = field(default_factory=dict)
     rounds: int = 0
     still: Counter | None = None  # finding keys the last re-audit reported
+    hosts: dict = field(default_factory=dict)  # id(folded store) -> the finding it is in
     # findings of the patched files the re-audit reports that the first run did not (one
     # storage reported once: fixing the reported store shows the next), (path, line, rule,
     # target) in the patched text
@@ -64,7 +65,8 @@ def compute(findings: list[Finding], read_text, api: TreeApi, reaudit=None) -> F
     fs = FixSet()
     groups: dict[tuple[str, int], list[Finding]] = defaultdict(list)
     sites = {}
-    for f in findings:
+    folded = _folded(fs, findings)
+    for f in [*findings, *folded]:
         fm = fs.models.get(f.path)
         if fm is None and f.path not in fs.models:
             text = read_text(f.path)
@@ -81,6 +83,8 @@ def compute(findings: list[Finding], read_text, api: TreeApi, reaudit=None) -> F
             fs.remedies[id(f)] = _manual(f, api, site)
             continue
         k = (f.path, site.first_line)
+        if id(f) in fs.hosts and any(id(g) not in fs.hosts for g in groups.get(k, ())):
+            continue  # a reported finding's statement: its own edit covers it
         sites[k] = site
         groups[k].append(f)
     edits: list[StmtEdit] = []
@@ -102,7 +106,75 @@ def compute(findings: list[Finding], read_text, api: TreeApi, reaudit=None) -> F
     if reaudit is not None:
         _validate(fs, findings, api, reaudit)
     _rebuild_sites(fs, findings)
+    _fold_remedies(fs, findings)
     return fs
+
+
+def _folded(fs: FixSet, findings: list[Finding]) -> list[Finding]:
+    """The stores folded into a reported finding (`also`: one storage, one finding), as
+    findings of their own: fixing the host alone would leave them to the next run."""
+    out = []
+    for f in findings:
+        for a in f.also or []:
+            try:
+                g = Finding(
+                    rule=a["rule"],
+                    path=a["path"],
+                    line=int(a["line"]),
+                    column=1,
+                    end_line=int(a["line"]),
+                    symbol=f.symbol,
+                    target=a["target"],
+                    message="",
+                    contract=f.contract,
+                )
+            except (KeyError, TypeError, ValueError):
+                continue
+            fs.hosts[id(g)] = f
+            out.append(g)
+    return out
+
+
+def _fold_remedies(fs: FixSet, findings: list[Finding]) -> None:
+    """A host's patch also carries the accepted edits of the stores folded into it; a folded
+    store's edit without its host's is dropped (nothing reported would account for it)."""
+    own: dict[int, StmtEdit] = {}
+    for e in fs.accepted:
+        for g in e.findings:
+            own[id(g)] = e
+    extra: dict[int, list[StmtEdit]] = defaultdict(list)
+    keep = []
+    for e in fs.accepted:
+        hosts = {id(fs.hosts[id(g)]) for g in e.findings if id(g) in fs.hosts}
+        if not hosts:
+            keep.append(e)
+            continue
+        live = [h for h in hosts if h in own]
+        if live:
+            keep.append(e)
+        for h in live:
+            extra[h].append(e)
+    fs.accepted = keep
+    for f in findings:
+        more = extra.get(id(f))
+        if not more or id(f) not in own:
+            continue
+        edits = [own[id(f)], *more]
+        by_path: dict[str, list[StmtEdit]] = defaultdict(list)
+        for e in edits:
+            if e not in by_path[e.findings[0].path]:
+                by_path[e.findings[0].path].append(e)
+        rem = fs.remedies[id(f)]
+        rem.edits, rem.patch = [], ""
+        for path, es in sorted(by_path.items()):
+            fm = fs.models[path]
+            after = apply_edits(fm, es)
+            rem.edits.append(Edit(path, fm.text, after))
+            rem.patch += unified(path, fm.text, after)
+        if any(e.applicability != SAFE for e in more):
+            rem.applicability = "unsafe"
+        names = ", ".join(f"`{g.target}`" for e in more for g in e.findings)
+        rem.description += f"; the same for what is folded into it: {names}"
 
 
 def _offer(fs: FixSet, e: StmtEdit) -> str | None:

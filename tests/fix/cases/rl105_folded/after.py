@@ -1,0 +1,56 @@
+import torch
+
+
+class QuantConfig:
+    def __init__(self, scale):
+        self.inv_scale = torch.reciprocal(scale)
+
+
+class Kernel:
+    def __init__(self, config):
+        self.config = config
+        self.strides = torch.full((4,), 16)
+
+    def run(self, x):
+        return x * self.config.inv_scale + self.strides
+
+
+class MoEMethod:
+    def process_weights_after_loading(self, layer):
+        moe_quant_config = QuantConfig(layer.w13_scale)
+        if getattr(self, "moe_quant_config", None) is not None:
+            _copy_into_kept(self.moe_quant_config, moe_quant_config)
+        if getattr(self, "moe_quant_config", None) is None:
+            self.moe_quant_config = moe_quant_config
+        moe_kernel = Kernel(self.moe_quant_config)
+        if getattr(self, "moe_kernel", None) is not None:
+            _copy_into_kept(self.moe_kernel, moe_kernel)
+        if getattr(self, "moe_kernel", None) is None:
+            self.moe_kernel = moe_kernel
+
+    def apply(self, layer, x):
+        return self.moe_kernel.run(x)
+
+
+def _copy_into_kept(kept, new, depth: int = 0) -> None:
+    """Copy the tensors of `new`, rebuilt by a weight reload, into the tensors `kept` holds
+    at the same attribute paths: the storage captured CUDA graphs read keeps its address."""
+    if depth > 6 or kept is new:
+        return
+    if isinstance(kept, torch.Tensor) and isinstance(new, torch.Tensor):
+        if (kept.shape, kept.dtype, kept.device) != (new.shape, new.dtype, new.device):
+            raise ValueError(
+                f"reloaded tensor {tuple(new.shape)}/{new.dtype} does not fit the kept "
+                f"storage {tuple(kept.shape)}/{kept.dtype}"
+            )
+        with torch.no_grad():
+            kept.copy_(new)
+        return
+    if not hasattr(kept, "__dict__") or not hasattr(new, "__dict__"):
+        return
+    if isinstance(new, (torch.nn.Module, type)):
+        return
+    held = vars(kept)
+    for name, value in vars(new).items():
+        if held.get(name) is not None and value is not None:
+            _copy_into_kept(held[name], value, depth + 1)
