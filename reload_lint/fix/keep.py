@@ -47,3 +47,33 @@ def plan(store: Store, ind: str) -> Plan:
         ),
         code=code,
     )
+
+
+def plan_register(store: Store, ind: str, kwargs: list[str]) -> Plan:
+    """The keep shape for a `register_buffer` call: copy into the buffer already there; the
+    call runs only on the first load or when the new tensor does not fit."""
+    t, v, b, a = store.target, store.value, store.base, store.attr
+    extra = "".join(f", {k}" for k in kwargs)
+    reg = f'{b}.register_buffer("{a}", {v}{extra})\n'
+    code = (
+        f'if getattr({b}, "{a}", None) is not None:\n'
+        f"{ind}if (\n"
+        f"{ind * 2}{t}.shape == {v}.shape\n"
+        f"{ind * 2}and {t}.dtype == {v}.dtype\n"
+        f"{ind * 2}and {t}.device == {v}.device\n"
+        f"{ind}):\n"
+        f"{ind * 2}{t}.copy_({v})\n"
+        f"{ind}else:\n"
+        f"{ind * 2}{reg}"
+        f'if getattr({b}, "{a}", None) is None:\n'
+        f"{ind}{reg}"
+    )
+    return Plan(
+        shape="keep",
+        applicability=SAFE,
+        description=(
+            f"keep the first storage of `{t}`: on a reload copy the new values into the "
+            "buffer already registered (`.copy_`) when shape, dtype and device agree"
+        ),
+        code=code,
+    )

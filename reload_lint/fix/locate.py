@@ -39,6 +39,9 @@ class Site:
     func: ast.FunctionDef | ast.AsyncFunctionDef | None
     names: set[str] = field(default_factory=set)
     params: list[str] = field(default_factory=list)
+    # `B.register_buffer("x", value, persistent=False)` instead of `B.x = value`: the
+    # call's keyword arguments after the value, as written ("persistent=False")
+    register_kwargs: list[str] | None = None
 
 
 class FileModel:
@@ -52,7 +55,11 @@ class FileModel:
         for node in ast.walk(self.tree):
             for child in ast.iter_child_nodes(node):
                 self.parents[id(child)] = node
-        self._stmts = [n for n in ast.walk(self.tree) if isinstance(n, (ast.Assign, ast.AnnAssign))]
+        self._stmts = [
+            n
+            for n in ast.walk(self.tree)
+            if isinstance(n, (ast.Assign, ast.AnnAssign)) or _register_call(n) is not None
+        ]
         self.indent = _indent_unit(self.tree, self.lines)
 
     def source(self, node: ast.AST) -> str:
@@ -81,6 +88,15 @@ class FileModel:
         for st in self._stmts:
             if not (st.lineno <= line <= (st.end_lineno or st.lineno)):
                 continue
+            reg = _register_call(st)
+            if reg is not None:
+                base, name, value, kws = reg
+                if f"{base}.{name}" != want:
+                    continue
+                site = self._site(st, value, [want], [want], False)
+                if isinstance(site, Site):
+                    site.register_kwargs = [self.source(k) for k in kws]
+                return site
             if isinstance(st, ast.Assign):
                 if len(st.targets) != 1:
                     return "a chained assignment (`a = b = ...`)"
@@ -100,6 +116,13 @@ class FileModel:
             names = [dotted(e) for e in elems]
             if want not in names:
                 continue
+            return self._site(
+                st, st.value, names, [self.relative_source(e, st.lineno) for e in elems], is_tuple
+            )
+        return f"no plain assignment to `{target}` on line {line}"
+
+    def _site(self, st, value, names, elements, is_tuple) -> Site | str:
+        if True:
             if any(
                 isinstance(n, ast.Constant)
                 and isinstance(n.value, str)
@@ -122,9 +145,9 @@ class FileModel:
                 params = [x.arg for x in [*a.posonlyargs, *a.args, *a.kwonlyargs]]
             return Site(
                 node=st,
-                value=st.value,
+                value=value,
                 targets=names,
-                elements=[self.relative_source(e, st.lineno) for e in elems],
+                elements=elements,
                 is_tuple=is_tuple,
                 first_line=st.lineno,
                 last_line=st.end_lineno or st.lineno,
@@ -132,7 +155,6 @@ class FileModel:
                 names=ids,
                 params=params,
             )
-        return f"no plain assignment to `{target}` on line {line}"
 
     def _own_lines(self, st: ast.stmt) -> bool:
         """Whether the statement is alone on its lines inside a block body (not `if c: x = y`,
@@ -190,6 +212,30 @@ class FileModel:
             elif last == 0 and isinstance(st, ast.Expr) and isinstance(st.value, ast.Constant):
                 last = st.end_lineno or st.lineno  # the docstring
         return last
+
+
+def _register_call(st: ast.AST):
+    """`B.register_buffer("x", value, **kw)` as a statement -> (B, "x", value, [kw nodes])."""
+    if not (isinstance(st, ast.Expr) and isinstance(st.value, ast.Call)):
+        return None
+    call = st.value
+    fn = call.func
+    if not (isinstance(fn, ast.Attribute) and fn.attr == "register_buffer"):
+        return None
+    base = dotted(fn.value)
+    args = list(call.args)
+    kws = list(call.keywords)
+    named = {k.arg: k.value for k in kws if k.arg}
+    name = args[0] if args else named.get("name")
+    value = args[1] if len(args) > 1 else named.get("tensor")
+    if base is None or value is None or any(isinstance(a, ast.Starred) for a in args):
+        return None
+    if not (isinstance(name, ast.Constant) and isinstance(name.value, str)):
+        return None
+    rest = [k for k in kws if k.arg not in ("name", "tensor")]
+    if len(args) > 2 or any(k.arg is None for k in rest):
+        return None
+    return base, name.value, value, rest
 
 
 def _indent_unit(tree: ast.Module, lines: list[str]) -> str:

@@ -147,6 +147,8 @@ def plan_statement(
         if isinstance(p, str):
             return p
         return StmtEdit(site, flagged, [p], p.code)
+    if site.register_kwargs is not None:
+        return _register_call_edit(fm, site, flagged, value, alt)
     by_target = {f.target.replace(" ", ""): f for f in flagged}
     single = not site.is_tuple
     taken = set(site.names) | fm.module_names()
@@ -192,3 +194,29 @@ def plan_statement(
             if h not in edit.helpers:
                 edit.helpers.append(h)
     return edit
+
+
+def _register_call_edit(
+    fm: FileModel, site: Site, flagged: list[Finding], value: str, alt: int
+) -> StmtEdit | str | None:
+    """A `B.register_buffer("x", value, persistent=False)` the analysis reports: register it
+    persistent (RL201: vLLM 0.33's copy-back skips non-persistent buffers), or copy into the
+    buffer already there (a layer whose post-load runs after the copy-back: RL109)."""
+    f = flagged[0]
+    store = Store(site.targets[0], value)
+    kws = [k for k in site.register_kwargs or [] if k.replace(" ", "") != "persistent=False"]
+    shapes = []
+    if f.rule == "RL201" and len(kws) < len(site.register_kwargs or []):
+        shapes.append(lambda: register.plan_persist(store, kws))
+    tmp = fresh_name(store.attr, set(site.names) | fm.module_names())
+    if f.rule in ("RL201", "RL109"):
+        shapes.append(
+            lambda: keep.plan_register(
+                Store(store.target, tmp), fm.indent, site.register_kwargs or []
+            )
+        )
+    if alt >= len(shapes):
+        return f"no codemod for {f.rule} on a register_buffer call" if alt == 0 else None
+    p = shapes[alt]()
+    code = p.code if not p.needs_tmp else f"{tmp} = {value}\n{p.code}"
+    return StmtEdit(site, flagged, [p], code, list(p.imports), list(p.helpers), alt=alt)

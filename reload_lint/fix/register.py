@@ -49,3 +49,19 @@ def plan_replace(store: Store, single: bool, module: str, local: str) -> Plan:
         needs_tmp=not single,
         imports=[(module, "replace_parameter", None if local == "replace_parameter" else local)],
     )
+
+
+def plan_persist(store: Store, kwargs: list[str]) -> Plan:
+    """`B.register_buffer("x", value, persistent=False)` -> the same call, persistent."""
+    b, a, v = store.base, store.attr, store.value
+    extra = "".join(f", {k}" for k in kwargs)
+    return Plan(
+        shape="register",
+        applicability=UNSAFE,
+        description=(
+            f"register `{a}` persistent: the reload's copy-back skips non-persistent buffers "
+            "the checkpoint does not load, so it would keep the first load's values"
+        ),
+        code=f'{b}.register_buffer("{a}", {v}{extra})\n',
+        needs_tmp=False,
+    )
