@@ -289,12 +289,19 @@ def _rebuild_sites(fs: FixSet, findings: list[Finding]) -> None:
     names the owner's class). Its remedy is the patch of those rebuild sites."""
     owners = {}
     for f in findings:
-        if f.rule != "RL108":
-            continue
-        built = [s.note[: -len(" built here")] for s in f.trace if s.note.endswith(" built here")]
-        owners[id(f)] = built[-1].strip("`") if built else ""
+        if f.rule == "RL108":
+            built = [
+                s.note[: -len(" built here")] for s in f.trace if s.note.endswith(" built here")
+            ]
+            owners[id(f)] = built[-1].strip("`") if built else ""
+        else:
+            # a store whose own codemod the re-audit reports as RL108: it sits on an object
+            # post-load rebuilds, so keeping it belongs where the object is rebuilt
+            rem = fs.remedies.get(id(f))
+            if rem is not None and "still reports RL108" in (rem.refused or "") and f.symbol:
+                owners[id(f)] = f.symbol.split(".")[0]
     for f in findings:
-        if f.rule != "RL108" or not owners.get(id(f)):
+        if not owners.get(id(f)):
             continue
         cls = owners[id(f)]
         sites = [
@@ -305,10 +312,9 @@ def _rebuild_sites(fs: FixSet, findings: list[Finding]) -> None:
         if not sites:
             continue
         note = ""
-        if fs.still is not None and fs.still[_key(f)] > 0:
+        if f.rule != "RL108" or (fs.still is not None and fs.still[_key(f)] > 0):
             note = (
-                "; a re-audit still lists the lazy store (the analysis does not model the kept "
-                "object)"
+                "; a re-audit still lists the store (the analysis does not model the kept object)"
             )
         by_path: dict[str, list[StmtEdit]] = defaultdict(list)
         for e in sites:

@@ -199,9 +199,10 @@ def plan_statement(
 def _register_call_edit(
     fm: FileModel, site: Site, flagged: list[Finding], value: str, alt: int
 ) -> StmtEdit | str | None:
-    """A `B.register_buffer("x", value, persistent=False)` the analysis reports: register it
-    persistent (RL201: vLLM 0.33's copy-back skips non-persistent buffers), or copy into the
-    buffer already there (a layer whose post-load runs after the copy-back: RL109)."""
+    """A `B.register_buffer("x", value, persistent=False)` the analysis reports as RL201:
+    register it persistent (vLLM 0.33's copy-back skips non-persistent buffers), else copy
+    into the buffer already there. RL109 (a layer nothing copies back) gets no codemod: the
+    analysis reports every registration there, guarded or not."""
     f = flagged[0]
     store = Store(site.targets[0], value)
     kws = [k for k in site.register_kwargs or [] if k.replace(" ", "") != "persistent=False"]
@@ -209,7 +210,7 @@ def _register_call_edit(
     if f.rule == "RL201" and len(kws) < len(site.register_kwargs or []):
         shapes.append(lambda: register.plan_persist(store, kws))
     tmp = fresh_name(store.attr, set(site.names) | fm.module_names())
-    if f.rule in ("RL201", "RL109"):
+    if f.rule == "RL201":
         shapes.append(
             lambda: keep.plan_register(
                 Store(store.target, tmp), fm.indent, site.register_kwargs or []
