@@ -63,7 +63,7 @@ def main(argv=None) -> int:
     fix, dif = work / "fix", work / "diff"
     for d in (fix, dif):
         shutil.copytree(src, d)
-    before = _findings(fix)
+    before = _findings(fix, "--show-fixes")
     total, patched = Counter(), Counter()
     manual = []
     for f in before:
