@@ -140,11 +140,23 @@ def explain_queries(queries: list[Query], result, gate_findings) -> list[dict]:
         lines = set(q.stmt_lines)
         decisions: list[dict] = []
         seen_targets: set[str] = set()
-        # reported (or accepted) findings located on the line
+        # reported (or accepted) findings located on the line, and stores folded into a
+        # finding elsewhere (one storage, one finding: its `also`)
         for f in gate_findings:
             if f.path == q.rel and f.line in lines:
                 decisions.append(_reported(f))
                 seen_targets.add(f.target)
+            for a in getattr(f, "also", None) or ():
+                if a.get("path") == q.rel and a.get("line") in lines:
+                    d = _reported(f)
+                    d.update(
+                        target=a.get("target", ""),
+                        rule=a.get("rule", f.rule),
+                        fingerprint=a.get("fingerprint", ""),
+                        folded_into=f"{f.path}:{f.line} {f.rule} {f.target} [{f.fingerprint}]",
+                    )
+                    decisions.append(d)
+                    seen_targets.add(d["target"])
         # findings the analysis made for a store here: reported elsewhere (a store in a shared
         # helper is reported at the call), or removed by a later pass, with its reason
         for key, (made, origin) in sorted(created.items(), key=lambda kv: repr(kv[0])):
@@ -278,6 +290,8 @@ def render_text(answers: list[dict]) -> str:
         for d in a["decisions"]:
             if d["status"] in ("reported", "accepted"):
                 at = f" at {d['at']}" if d.get("at") else ""
+                if d.get("folded_into"):
+                    at += f", folded into {d['folded_into']} (one storage, one finding)"
                 out.append(
                     f"  {d['target']}: {d['status'].upper()} {d['rule']}{at} "
                     f"[{d['confidence']}, gate: {d['gate']}] {d['fingerprint']}"

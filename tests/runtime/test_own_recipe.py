@@ -31,7 +31,7 @@ def _run(*args, cwd):
 
 def test_own_quant_method_red_then_green_through_its_recipe(tmp_path):
     out = _run(
-        "check", str(EXAMPLE), "--format", "json", "--no-cache", "--exit-zero",
+        "check", str(EXAMPLE), "--format", "json", "--show-fixes", "--no-cache", "--exit-zero",
         "-o", str(tmp_path / "f.json"), cwd=EXAMPLE,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
