@@ -47,6 +47,17 @@ class StmtEdit:
         return "; ".join(p.description for p in self.plans)
 
 
+def _allocated_here(f: Finding) -> bool:
+    """Whether the stored tensor is allocated by a torch call in the storing function itself
+    (not returned by a helper, which may return another type on another backend)."""
+    notes = [s.note for s in f.trace]
+    return (
+        bool(notes)
+        and "allocates a new tensor" in notes[0]
+        and not any(n.startswith("returned by") or "assumed" in n for n in notes)
+    )
+
+
 def _is_tensor_store(f: Finding) -> bool:
     """Whether the analysis saw the stored value as a tensor (not an object holding some)."""
     return any("tensor" in s.note and f.target in s.note for s in f.trace[-4:]) or not any(
@@ -71,10 +82,15 @@ def _shape_for(
     shapes: list = []
     if rule == "RL101":
         if store.attr in api.parameter_names:
-            shapes.append(lambda: _replace(store, single, fm, api))
+            # a name the tree also registers as a Parameter: what is stored under it may be
+            # no tensor at all (vLLM's triton `Tensor` wrappers of MXFP4 weights, which
+            # replace_parameter cannot take: the H200 sweep's first loads failed), so keep
+            # the first object and copy into its tensors
+            shapes.append(lambda: rebuilt.plan(store, ind, "value"))
         else:
             shapes.append(lambda: register.plan_buffer(store, single))
-        shapes += [lambda: keep.plan(store, ind), lambda: rebuilt.plan(store, ind, "value")]
+            shapes.append(lambda: keep.plan(store, ind))
+            shapes.append(lambda: rebuilt.plan(store, ind, "value"))
     elif rule == "RL106" and store.attr == "data" and f.contract == "vllm-layerwise":
         # `layer.w.data = <new shape>`: re-register `w` through the tree's replace_parameter
         # (copy when the shape still fits, else a new Parameter the copy-back keeps)
@@ -88,12 +104,14 @@ def _shape_for(
             )
         )
     elif rule in KEEP_RULES:
-        first, second = (keep.plan, None) if _is_tensor_store(f) else (None, keep.plan)
-        if first:
-            shapes.append(lambda: first(store, ind))
+        # keep_object first: its helper copies tensor into tensor and walks an object's
+        # tensors, and one value may be either (vLLM's `w13_precision_config` is a tensor on
+        # the Marlin backend and a triton PrecisionConfig on the triton one, where the `keep`
+        # shape's `.shape` stopped the reload on the H200); `keep` when a value is a tensor
+        # the analysis saw allocated in the function itself
+        if _allocated_here(f):
+            shapes.append(lambda: keep.plan(store, ind))
         shapes.append(lambda: rebuilt.plan(store, ind, "object"))
-        if second:
-            shapes.append(lambda: second(store, ind))
     elif rule in OBJECT_RULES:
         shapes.append(lambda: rebuilt.plan(store, ind, "object"))
     else:

@@ -41,6 +41,8 @@ def _copy_into_kept(kept, new, depth: int = 0) -> None:
         with torch.no_grad():
             kept.copy_(new)
         return
+    if type(kept) is not type(new):
+        raise TypeError(f"reload built a {type(new).__name__} where a {type(kept).__name__} is kept")
     if not hasattr(kept, "__dict__") or not hasattr(new, "__dict__"):
         return
     if isinstance(new, (torch.nn.Module, type)):

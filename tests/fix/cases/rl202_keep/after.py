@@ -5,17 +5,36 @@ class W8A8LikeMethod:
     def process_weights_after_loading(self, layer: torch.nn.Module) -> None:
         in_scale = layer.input_scale.clone()
         if getattr(self, "in_scale", None) is not None:
-            if (
-                self.in_scale.shape == in_scale.shape
-                and self.in_scale.dtype == in_scale.dtype
-                and self.in_scale.device == in_scale.device
-            ):
-                self.in_scale.copy_(in_scale)
-            else:
-                self.in_scale = in_scale
+            _copy_into_kept(self.in_scale, in_scale)
         if getattr(self, "in_scale", None) is None:
             self.in_scale = in_scale
         delattr(layer, "input_scale")
 
     def apply(self, layer: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
         return x * self.in_scale
+
+
+def _copy_into_kept(kept, new, depth: int = 0) -> None:
+    """Copy the tensors of `new`, rebuilt by a weight reload, into the tensors `kept` holds
+    at the same attribute paths: the storage captured CUDA graphs read keeps its address."""
+    if depth > 6 or kept is new:
+        return
+    if isinstance(kept, torch.Tensor) and isinstance(new, torch.Tensor):
+        if (kept.shape, kept.dtype, kept.device) != (new.shape, new.dtype, new.device):
+            raise ValueError(
+                f"reloaded tensor {tuple(new.shape)}/{new.dtype} does not fit the kept "
+                f"storage {tuple(kept.shape)}/{kept.dtype}"
+            )
+        with torch.no_grad():
+            kept.copy_(new)
+        return
+    if type(kept) is not type(new):
+        raise TypeError(f"reload built a {type(new).__name__} where a {type(kept).__name__} is kept")
+    if not hasattr(kept, "__dict__") or not hasattr(new, "__dict__"):
+        return
+    if isinstance(new, (torch.nn.Module, type)):
+        return
+    held = vars(kept)
+    for name, value in vars(new).items():
+        if held.get(name) is not None and value is not None:
+            _copy_into_kept(held[name], value, depth + 1)

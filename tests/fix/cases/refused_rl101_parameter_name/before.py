@@ -1,7 +1,6 @@
 import torch
 
 from pkg.layer_utils import replace_parameter
-from pkg.utils import replace_parameter as replace_parameter_prefer_copy
 
 
 class PackedMethod:
@@ -11,7 +10,7 @@ class PackedMethod:
 
 class PlainMethod:
     def process_weights_after_loading(self, layer):
-        replace_parameter_prefer_copy(layer, "w_q", layer.weight.t().contiguous(), prefer_copy=True)
+        layer.w_q = layer.weight.t().contiguous()
 
     def apply(self, layer, x):
         return x @ layer.w_q
