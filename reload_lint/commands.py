@@ -465,6 +465,12 @@ def cmd_check(args) -> int:
         hint = fixcmd.hint_line(out.reported, unsafe)
         if hint:
             text += hint + "\n"
+        elif fx is None and out.reported:
+            # fixes are opt-in (their validation re-audits a patched copy): say how to see them
+            text += (
+                "Codemods: `--diff` prints the patch `--fix` would write "
+                "(`--show-fixes` puts each finding's fix in the report).\n"
+            )
     write_output(text, args.output)
     for note in [
         *_nothing_analysed(plan, cfg, result),
