@@ -1,6 +1,7 @@
 import torch
 
 from pkg.layer_utils import replace_parameter
+from pkg.utils import replace_parameter as replace_parameter_prefer_copy
 
 
 class PackedMethod:
@@ -10,7 +11,7 @@ class PackedMethod:
 
 class PlainMethod:
     def process_weights_after_loading(self, layer):
-        layer.w_q = layer.weight.t().contiguous()
+        replace_parameter_prefer_copy(layer, "w_q", layer.weight.t().contiguous(), prefer_copy=True)
 
     def apply(self, layer, x):
         return x @ layer.w_q
