@@ -55,7 +55,7 @@ def resolve_query(spec: str, base: Path, package: str | None) -> Query:
         except ValueError:
             raise ReloadLintError(f"{spec}: {raw} is not under {base}") from None
     else:
-        cands.append(p.as_posix().lstrip("./") if raw.startswith("./") else p.as_posix())
+        cands.append(p.as_posix())  # Path drops a leading "./" itself
         if package:
             cands.append(f"{package}/{p.as_posix()}")
     for rel in cands:
