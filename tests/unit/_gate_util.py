@@ -7,6 +7,8 @@ analysis; the integration tests run the real engine.
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 import types
 from dataclasses import dataclass, field
@@ -112,3 +114,26 @@ def _py_files(base: Path) -> set[str]:
 
 def file_error(path="pkg/bad.py", rule="RL901", line=3) -> FileError:
     return FileError(rule, path, "invalid syntax", line)
+
+
+# a git identity and no user/system config, so test repositories commit the same everywhere
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@t",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@t",
+    "GIT_CONFIG_GLOBAL": os.devnull,
+    "GIT_CONFIG_SYSTEM": os.devnull,
+}
+
+
+def git(cwd: Path, *args: str) -> str:
+    """Run git in `cwd` with GIT_ENV; its stdout, stripped (raises on failure)."""
+    return subprocess.run(
+        ["git", *args],
+        cwd=cwd,
+        env={**os.environ, **GIT_ENV},
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()

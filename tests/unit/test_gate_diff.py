@@ -3,31 +3,13 @@
 from __future__ import annotations
 
 import os
-import subprocess
-from pathlib import Path
 
 import pytest
-from _gate_util import file_error, finding
+from _gate_util import file_error, finding, git
 
 from reload_lint.diff import ALL_LINES, changed_lines, filter_to_diff, parse_unified_diff
 from reload_lint.errors import ReloadLintError
 from reload_lint.findings import TraceStep
-
-ENV = {
-    **os.environ,
-    "GIT_AUTHOR_NAME": "t",
-    "GIT_AUTHOR_EMAIL": "t@t",
-    "GIT_COMMITTER_NAME": "t",
-    "GIT_COMMITTER_EMAIL": "t@t",
-    "GIT_CONFIG_GLOBAL": os.devnull,
-    "GIT_CONFIG_SYSTEM": os.devnull,
-}
-
-
-def git(cwd: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", *args], cwd=cwd, env=ENV, check=True, capture_output=True, text=True
-    ).stdout.strip()
 
 
 @pytest.fixture

@@ -7,12 +7,11 @@ sources in a git repository; skipped when the sources are not cached."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
+from _gate_util import GIT_ENV, git
 
 from reload_lint.cli import main
 from reload_lint.sources import cache_root
@@ -23,26 +22,6 @@ HELPER = "vllm/model_executor/layers/quantization/utils/marlin_utils.py"
 CTOR = "vllm/model_executor/layers/fused_moe/experts/flashinfer_cutlass_moe.py"
 ORACLE = "vllm/model_executor/layers/fused_moe/oracle/mxfp4.py"
 QUIET = "vllm/model_executor/layers/quantization/utils/w8a8_utils.py"  # on no finding's path
-
-ENV = {
-    "GIT_AUTHOR_NAME": "t",
-    "GIT_AUTHOR_EMAIL": "t@t",
-    "GIT_COMMITTER_NAME": "t",
-    "GIT_COMMITTER_EMAIL": "t@t",
-    "GIT_CONFIG_GLOBAL": os.devnull,
-    "GIT_CONFIG_SYSTEM": os.devnull,
-}
-
-
-def git(cwd: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", *args],
-        cwd=cwd,
-        env={**os.environ, **ENV},
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +40,7 @@ def tree(tmp_path_factory):
 @pytest.fixture
 def repo(tree, monkeypatch, tmp_path):
     monkeypatch.chdir(tree)
-    for k, v in ENV.items():
+    for k, v in GIT_ENV.items():
         monkeypatch.setenv(k, v)
     head = git(tree, "rev-parse", "HEAD")
     yield tree
