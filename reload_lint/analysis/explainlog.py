@@ -111,7 +111,6 @@ _FACTS = (
     ("copy-or-rebind", "guarded"),
     ("no apply-time read", "unread"),
     ("never read", "unread"),
-    ("aliases", "alias"),
     ("alias", "alias"),
     ("no cuda graphs", "platform-only"),
     ("cpu", "platform-only"),
