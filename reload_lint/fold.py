@@ -1,7 +1,7 @@
 """One storage, one finding: findings whose storage another finding already reports are folded
 into it (its `also` list, docs/findings.md).
 
-Two shapes, both read from the findings' traces (never from names):
+The shapes, all read from the findings' traces (never from names):
 
 - **Held by an object rebuilt next to it.** In one function, a rebuilt object (RL105) is built
   from what another store of the same function keeps: `self.moe_quant_config = cfg(...)` then
@@ -17,6 +17,20 @@ Two shapes, both read from the findings' traces (never from names):
   allocation and names the class (the oracle may build it): the storage of the object the
   host's kernel hands it, bound under one more name. When several methods' kernels may build
   the class, the first one (by path and line) hosts it.
+- **Built into a rebuilt object.** A tensor the post-load keeps (`self.row_strides`,
+  `layer.in_scale`) that nothing reads at apply time, read again by the statement that stores
+  a rebuilt object (`self.kernel = make(row_strides=self.row_strides)`, or through a helper
+  that builds a quant config from the layer): its trace has the step "read again later in this
+  post-load to build `T`" (analysis/feeds.py). Whatever of it a captured forward reads, it
+  reads through T, so T's finding (or T's own host) reports it.
+- **Allocated by a later method of a rebuilt object.** A method of a class other than its
+  constructor (the experts' own post-load) keeps on `self` a tensor it certainly allocates,
+  and an apply-time method of that class reads it, where a rebuilt-object finding's oracle
+  may pick that class: the object is built anew with the kernel, and the tensor goes with it.
+  Only an oracle's pick counts: an object the kernel is handed may be reused across loads
+  (a store the post-load returns again), and what its methods allocate is then a storage of
+  its own. A value from a callee assumed to return a new tensor (possibly a view) is not
+  folded this way.
 
 Tensor stores of the same function whose traces match step for step are NOT folded: two calls
 of one helper (`layer.w13 = repack(w13)`, `layer.w2 = repack(w2)`) give identical traces and
@@ -30,12 +44,20 @@ Suppressed findings are neither folded nor hosts.
 
 from __future__ import annotations
 
+from reload_lint.analysis.feeds import FEEDS_NOTE
 from reload_lint.findings import Finding
 
 # Rules whose finding is a storage that moves (not an alias, a swap or a refresh bug).
 FOLDABLE = frozenset({"RL101", "RL102", "RL103", "RL104", "RL105", "RL108"})
 # Trace steps that describe where a finding is stored, rooted or read, not its value.
-_META = ("stored on ", "post-load root ", "read at apply time", "reached from ", "no apply-time")
+_META = (
+    "stored on ",
+    "post-load root ",
+    "read at apply time",
+    "reached from ",
+    "no apply-time",
+    FEEDS_NOTE,
+)
 _RANK = {"low": 0, "medium": 1, "high": 2}
 
 
@@ -76,9 +98,15 @@ def _host(f: Finding, hosts: list[Finding], steps: dict) -> Finding | None:
     for h in hosts:
         if h is not f and h.contract == f.contract and _keeps_here(h, f):
             return h
+    if f.rule == "RL105":
+        return None
+    built_from = _built_from(f)
+    for h in hosts:
+        if h is not f and h.contract == f.contract and (h.path, h.line, h.target) in built_from:
+            return h
+    owner, _, method = f.symbol.rpartition(".")
     held = _allocations(f) if any(" holds it" in s.note for s in f.trace) else frozenset()
-    owner = f.symbol.rsplit(".", 1)[0] if "." in f.symbol else ""
-    if held and owner and f.rule != "RL105":
+    if held and owner:
         for h in hosts:
             if (
                 h is not f
@@ -87,7 +115,45 @@ def _host(f: Finding, hosts: list[Finding], steps: dict) -> Finding | None:
                 and any(_names_class(s.note, owner) for s in h.trace)
             ):
                 return h
+    if _owned_and_read(f, owner, method):
+        for h in hosts:
+            if h is not f and h.contract == f.contract and _rebuilds_class(h, owner):
+                return h
     return None
+
+
+def _built_from(f: Finding) -> set:
+    """(path, line, target) of the rebuilt objects the post-load builds from `f`'s tensor,
+    when nothing reads it at apply time (analysis/feeds.py)."""
+    if f.reader is not None:
+        return set()
+    out = set()
+    for s in f.trace:
+        if s.note.startswith(FEEDS_NOTE) and s.note.endswith("`"):
+            out.add((s.path, s.line, s.note[len(FEEDS_NOTE) :].strip().strip("`")))
+    return out
+
+
+def _owned_and_read(f: Finding, owner: str, method: str) -> bool:
+    """A later method of class `owner` (not its constructor) keeps on `self` a tensor it
+    certainly allocates (no callee assumed to return one), and the graph reads it out of that
+    same object (an apply-time method of `owner`)."""
+    return bool(
+        owner
+        and method != "__init__"
+        and f.target.startswith("self.")
+        and f.reader is not None
+        and f.reader.rsplit(" in ", 1)[-1].rpartition(".")[0] == owner
+        and _allocations(f)
+        and not any("assumed" in s.note for s in f.trace)
+    )
+
+
+def _rebuilds_class(h: Finding, cls: str) -> bool:
+    """The rebuilt object's trace says its build constructs an object of class `cls`: the
+    oracle that picks the class it builds may pick `cls`. An object only kept by it (handed
+    in by the caller, "keeps a rebuilt Cls") may outlive it: a store the post-load reuses."""
+    return any("the oracle may choose" in s.note and _names_class(s.note, cls) for s in h.trace)
 
 
 def _names_class(note: str, cls: str) -> bool:

@@ -284,6 +284,7 @@ class ExprMixin:
         out: tuple = ()
         text = self.render(e)
         stored = fr.heap.get(text)
+        self.note_attr_read(fr, base, attr)
         for b in base:
             k = b.kind
             if k == V.REF:

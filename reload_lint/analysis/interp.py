@@ -19,6 +19,7 @@ from reload_lint.analysis import values as V
 from reload_lint.analysis.calls import CallMixin
 from reload_lint.analysis.explainlog import ExplainMixin
 from reload_lint.analysis.exprs import ExprMixin
+from reload_lint.analysis.feeds import FeedsMixin
 from reload_lint.analysis.frame import (
     MODULE_ANNOT_HINTS,
     MODULE_PARAM_NAMES,
@@ -51,6 +52,7 @@ class Analyzer(
     FlagResetMixin,
     HookRootsMixin,
     ExplainMixin,
+    FeedsMixin,
 ):
     def __init__(self, index: ProjectIndex, root_names, apply_names, contract_for, scopes=()):
         self.index = index
@@ -124,6 +126,7 @@ class Analyzer(
         self._hook_calls: dict[tuple, set] = {}  # root -> what its unresolved hook calls run
         self._key_roots: dict[tuple, set] = {}  # finding key -> reporting roots (None: other)
         self._alias_stable: dict[tuple, list] = {}  # RL107 key -> per root: (stable, names)
+        self._feeds: dict[tuple, set] = {}  # store key -> rebuilt objects built from it
 
     def is_apply(self, name: str) -> bool:
         """Apply/forward-path methods: the configured names and their `forward*`/`apply*` kin."""
@@ -233,6 +236,7 @@ class Analyzer(
             self.finish_hook_root(state, mod, qn, f, done)
         self.finish_masked(state, f, frame.cls_key, path)
         self.finish_aliases(state)
+        self.finish_feeds(state)
         for fkey, src in state.derived_findings:
             self._derived_src.setdefault(fkey, src)
             if src in state.deleted and fkey in self.findings:
@@ -285,7 +289,9 @@ class Analyzer(
     def exec_stmt(self, fr: Frame, st) -> None:
         kind = st[0]
         if kind == "assign":
+            start = len(fr.root.events)
             vals = self.eval(fr, st[5])
+            mid = len(fr.root.events)
             where = st[7] if len(st) > 7 else ()
             for tgt in st[4]:
                 if tgt[0] == "n":
@@ -300,6 +306,7 @@ class Analyzer(
                 if tgt[0] == "a":
                     self.note_flag_set(fr, tgt[2], st[5], where)
                 self.bind(fr, tgt, vals, st)
+            self.note_feeds_assign(fr, start, mid)
         elif kind == "expr":
             self.note_loader_call(fr, st[4])
             self.eval(fr, st[4], stmt=st)

@@ -432,6 +432,8 @@ class ReaderMixin(CallGraphMixin):
                 fd.trace.append(
                     TraceStep(fd.path, fd.line, "no apply-time read of this attribute found")
                 )
+                # what reads it is the construction of a rebuilt object (analysis/feeds.py)
+                fd.trace.extend(self.feeds_steps(key))
 
     def no_reader(self, attr: str, owners: list[str], key: tuple) -> str | None:
         """Why nothing reads the store at apply time, when the reader search that found

@@ -399,6 +399,7 @@ class StoreMixin:
         key = (path, line, rule, shown)
         if not self.note_report(fr, key):
             return ()  # out of scope (pathfacts.py): no finding
+        self.note_feeds_report(fr, key, rule, shown)
         if key in self.findings:
             return key
         root = fr.chain[0]

@@ -18,6 +18,7 @@ pytestmark = pytest.mark.integration
 
 RELOAD = "vllm/model_executor/model_loader/reload"
 Q = "vllm/model_executor/layers/quantization"
+B12X_EXPERTS = "vllm/model_executor/layers/fused_moe/experts/flashinfer_b12x_moe.py"
 
 
 def _facts(version: str) -> reloadfacts.ReloadFacts:
@@ -145,6 +146,45 @@ def test_quant_config_folded_into_the_kernel_that_holds_it(version, method, conf
     assert ("self.moe_quant_config", config_line) in also
     # the B12x experts bind the config's 1 / a2_scale under their own name: the same storage
     assert any(a["target"] == "self._fc2_input_scale" for a in kernel[0].also)
+
+
+@pytest.mark.parametrize(
+    "version, method, kernel_line, folded",
+    [
+        (
+            "0.33.0",
+            "compressed_tensors_moe_w4a4_nvfp4.py",
+            270,
+            {("layer.w13_input_scale", 264), ("layer.w2_input_scale", 265)},
+        ),
+        ("0.33.0", "compressed_tensors_moe_w4a8_fp8.py", 187, {("self.b_strides1", 155)}),
+        (
+            "0.25.1",
+            "compressed_tensors_moe_w4a4_nvfp4.py",
+            235,
+            {("layer.w13_input_scale", 229), ("layer.w13_weight_scale_2", 227)},
+        ),
+    ],
+)
+def test_tensors_built_into_the_kernel_fold_into_it(version, method, kernel_line, folded):
+    # kept by the post-load, read by no forward, read again to build the quant config or the
+    # experts of the kernel: reported once, under the kernel
+    out = _folded(version)
+    path = f"{Q}/compressed_tensors/compressed_tensors_moe/{method}"
+    assert not [f for f in out if f.path == path and (f.target, f.line) in folded]
+    kernel = [f for f in out if f.path == path and f.line == kernel_line]
+    assert len(kernel) == 1 and kernel[0].target == "self.moe_kernel"
+    assert folded <= {(a["target"], a["line"]) for a in kernel[0].also}
+
+
+@pytest.mark.parametrize("version, line", [("0.25.1", 131), ("0.33.0", 132)])
+def test_experts_post_load_allocation_folds_into_the_kernel_that_picks_them(version, line):
+    # FlashInferB12xExperts' own post-load allocates `_fc2_input_scale` (W4A16 branch); the
+    # experts are an oracle pick of the NVFP4 kernel, rebuilt with it
+    out = _folded(version)
+    assert not [f for f in out if f.path == B12X_EXPERTS and f.line == line]
+    hosts = [f for f in out if any(a["path"] == B12X_EXPERTS and a["line"] == line for a in f.also)]
+    assert len(hosts) == 1 and hosts[0].rule == "RL105"
 
 
 @pytest.mark.parametrize("version", ["0.25.1", "0.33.0"])

@@ -161,3 +161,41 @@ def test_text_output_lists_what_was_folded():
     text = render_text([kernel], [])
     assert "    also: pkg/quant.py:20: RL105 `self.moe_quant_config`" in text
     assert "    also: pkg/experts.py:31: RL102 `self.gemm1_alpha`" in text
+
+
+def _experts_post_load(note="`torch.ones` allocates a new tensor", reader_cls="TrtExperts"):
+    """A tensor the experts' own post-load allocates and keeps, read by the experts' apply."""
+    return _f(
+        "RL102",
+        E,
+        60,
+        "self._unit_scale",
+        [(E, 60, note)],
+        symbol="TrtExperts.process_weights_after_loading",
+        reader=f"{E}:80 in {reader_cls}.apply",
+    )
+
+
+def test_allocated_by_a_later_method_of_an_oracle_pick_folds_into_the_kernel():
+    fs = _case()
+    unit = _experts_post_load()
+    compute_fingerprints([unit])
+    out = fold_shared_storage([*fs, unit])
+    assert unit not in out
+    assert unit.fingerprint in {a["fingerprint"] for a in fs[1].also}
+
+
+def test_allocated_by_a_later_method_not_folded_when_not_shown_as_its_own():
+    # a callee assumed to return a new tensor may return a view: not known to be its storage
+    unit = _experts_post_load(note="unknown callee `ext.swizzle` assumed to return a new tensor")
+    assert unit in fold_shared_storage([*_case(), unit])
+    # read by another class's apply: not read out of the rebuilt object
+    unit = _experts_post_load(reader_cls="OtherRunner")
+    assert unit in fold_shared_storage([*_case(), unit])
+    # the kernel only keeps an object of that class, handed in by its caller (not an oracle's
+    # pick it builds): that object may be reused across loads, with its own storage
+    fs = _case()
+    fs[1].trace = [s for s in fs[1].trace if "the oracle may choose" not in s.note]
+    fs[1].trace.append(TraceStep(Q, 21, "Kernel keeps a rebuilt TrtExperts holding tensors"))
+    unit = _experts_post_load()
+    assert unit in fold_shared_storage([*fs, unit])
