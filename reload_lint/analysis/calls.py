@@ -76,6 +76,9 @@ class CallMixin:
             if special is not None:
                 return special
             if meth in T.TENSOR_ONLY_METHODS and all(r.kind in (V.UNKNOWN, V.MATTR) for r in recv):
+                same = self.identity_cast(fr, recv, meth, args_e, kwargs_e, line)
+                if same is not None:  # analysis/identity.py
+                    return same
                 args = tuple(self.eval(fr, a) for a in args_e)
                 kwargs = tuple((k, self.eval(fr, v)) for k, v in kwargs_e)
                 if to_host(meth, args, kwargs):
@@ -114,6 +117,10 @@ class CallMixin:
         out: tuple = ()
         for c in callee:
             out = V.union(out, self.call_value(fr, c, args, kwargs, line, e))
+        if func[0] == "a" and all(v.kind == V.UNKNOWN for v in out) and recv:
+            typed = self.typed_layer_call(fr, recv, func[2], line)  # analysis/identity.py
+            if typed is not None:
+                return typed
         if (
             func[0] == "a"
             and func[1][0] == "n"

@@ -40,6 +40,13 @@ class ExplainMixin:
         ):
             return
         root = fr.chain[0] if fr.chain else None
+        safe = safe_reason(v, owner, target) if not verdict else None
+        if safe and getattr(v, "value", None) == "rebuilt":
+            # the engine facts that kept the rebuilt object's constructor chain allocation-free
+            # on this root's path (analysis/identity.py, analysis/oracles.py)
+            notes = list(dict.fromkeys(ev[1] for ev in fr.root.events if ev[0] == "modelnote"))
+            if notes:
+                safe = (safe[0], f"{safe[1]}; " + "; ".join(notes))
         self.explained.append(
             {
                 "path": fr.path,
@@ -55,7 +62,7 @@ class ExplainMixin:
                 "chosen": bool(getattr(v, "chosen", False)),
                 "rule": verdict[0] if isinstance(verdict, tuple) else (verdict or None),
                 "why": verdict[1] if isinstance(verdict, tuple) else None,
-                "safe": safe_reason(v, owner, target) if not verdict else None,
+                "safe": safe,
                 "root": f"{root.path}:{root.line} {root.note}" if root else "",
                 "function": fr.func.get("qn", "") if fr.func else "",
             }

@@ -27,6 +27,7 @@ from reload_lint.analysis.frame import (
     RootState,
 )
 from reload_lint.analysis.hooks import HookRootsMixin
+from reload_lint.analysis.identity import IdentityCastMixin
 from reload_lint.analysis.oracles import Oracles
 from reload_lint.analysis.pathfacts import BUILTIN_SCOPES, ONCE_NAMES, PathFactsMixin
 from reload_lint.analysis.platforms import PlatformScopeMixin
@@ -51,6 +52,7 @@ class Analyzer(
     PlatformScopeMixin,
     FlagResetMixin,
     HookRootsMixin,
+    IdentityCastMixin,
     ExplainMixin,
     FeedsMixin,
 ):
