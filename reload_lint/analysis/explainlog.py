@@ -115,6 +115,7 @@ def safe_reason(v, owner: str | None, target: str = "") -> tuple[str, str]:
 
 _FACTS = (
     ("run-once", "guarded"),
+    ("reused storage", "reused"),
     ("copy-or-rebind", "guarded"),
     ("no apply-time read", "unread"),
     ("never read", "unread"),

@@ -20,6 +20,7 @@ from reload_lint.analysis.calls import CallMixin
 from reload_lint.analysis.explainlog import ExplainMixin
 from reload_lint.analysis.exprs import ExprMixin
 from reload_lint.analysis.feeds import FeedsMixin
+from reload_lint.analysis.firstload import FirstLoadMixin
 from reload_lint.analysis.frame import (
     MODULE_ANNOT_HINTS,
     MODULE_PARAM_NAMES,
@@ -31,6 +32,7 @@ from reload_lint.analysis.identity import IdentityCastMixin
 from reload_lint.analysis.oracles import Oracles
 from reload_lint.analysis.pathfacts import BUILTIN_SCOPES, ONCE_NAMES, PathFactsMixin
 from reload_lint.analysis.platforms import PlatformScopeMixin
+from reload_lint.analysis.prepinputs import PrepInputMixin
 from reload_lint.analysis.readers import ReaderMixin
 from reload_lint.analysis.resets import FlagResetMixin
 from reload_lint.analysis.stores import StoreMixin
@@ -50,6 +52,8 @@ class Analyzer(
     ReaderMixin,
     PathFactsMixin,
     PlatformScopeMixin,
+    PrepInputMixin,
+    FirstLoadMixin,
     FlagResetMixin,
     HookRootsMixin,
     IdentityCastMixin,
@@ -177,6 +181,7 @@ class Analyzer(
         self.drop_hook_only()
         self.resolve_guards()
         self.add_graph_visibility()
+        self.drop_prep_inputs()
         self.apply_facts()
         self.finalize_confidence()
         return list(self.findings.values())
@@ -255,7 +260,7 @@ class Analyzer(
 
     # ------------------------------------------------------------------ statements
     def exec_body(self, fr: Frame, body) -> None:
-        for st in body:
+        for st in self.with_first_load_blocks(fr, body):
             if fr.dead:
                 # inside a branch its member test rules out: only the nesting is followed
                 if st[0] == "condon":

@@ -283,6 +283,9 @@ class PathFactsMixin:
     def scope_of(self, fr) -> Scope | None:
         """The no-graphs / no-update scope a store's path lies in, if any."""
         frames = fr.stack or ((fr.path, fr.module, fr.func.get("qn", "")),)
+        first = self.first_load_scope(fr)  # analysis/firstload.py
+        if first is not None:
+            return first
         for g in fr.guards:
             if g[1] in NO_GRAPH_PREDICATES and g[2] is True:
                 return Scope(
@@ -363,6 +366,8 @@ class PathFactsMixin:
                         f"behind the run-once flag `{_flag_text(g)}` ({g[3]}:{g[4]}), set on "
                         "the post-load path and not reset by the reload"
                     )
+                if key in self.scoped:  # its other paths lie in a scope (analysis/firstload.py)
+                    why += f"; every other path is out of scope: {self.scoped[key].why}"
                 self.dropped[key] = why
                 del self.findings[key]
                 continue

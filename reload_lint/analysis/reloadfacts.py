@@ -32,6 +32,10 @@ also the conservative reading of each fact (docs/contracts.md, "Facts read from 
   vLLM 0.33.0's loader runs after the first load, model_loader/utils.py:209-210) is then
   not run by the reload itself: it re-runs on an update only when post-load code the reload
   does run calls it (analysis/hooks.py).
+- `entered_contexts`: the context managers the reload package enters (`with x(...):`). A
+  post-load block that runs only while a context flag holds, set by a context manager not
+  among them, never runs on an update (analysis/firstload.py: vLLM 0.33.0's
+  `weights_already_processed()`, entered only by the weight-cache IPC loader's first load).
 """
 
 from __future__ import annotations
@@ -57,6 +61,8 @@ class ReloadFacts:
     none_buffer_at: str
     hooks_take_args: bool = True
     hooks_at: str = ""
+    entered_contexts: tuple[str, ...] = ()
+    contexts_at: str = ""
 
     def key(self) -> str:
         """Identity for the analysis cache key (the `at` citations are part of it: a moved
@@ -78,6 +84,8 @@ NEWEST = ReloadFacts(
     none_buffer_at="vLLM 0.33.0 model_loader/reload/layerwise.py:437-446",
     hooks_take_args=True,
     hooks_at="vLLM 0.33.0 model_loader/reload/layerwise.py:303, :339, :388",
+    entered_contexts=("CopyCounter", "restore_device", "timing_context"),
+    contexts_at="vLLM 0.33.0 model_loader/reload",
 )
 
 
@@ -111,7 +119,31 @@ def detect(files, default: ReloadFacts = NEWEST) -> ReloadFacts:
     hk = _hook_calls([(r, _parse(by_rel[r])) for r in sorted(by_rel) if r.startswith(base)])
     if hk is not None:
         got["hooks_take_args"], got["hooks_at"] = hk
+    got["entered_contexts"] = _entered_contexts(
+        [_parse(by_rel[r]) for r in sorted(by_rel) if r.startswith(base)]
+    )
+    got["contexts_at"] = base.rstrip("/")
     return ReloadFacts(**got)
+
+
+def _entered_contexts(trees) -> tuple[str, ...]:
+    """Names of the context managers the reload package enters: the last part of each
+    `with <name>(...)` / `with <name>:` item (analysis/firstload.py)."""
+    names: set[str] = set()
+    for tree in trees:
+        if tree is None:
+            continue
+        for node in ast.walk(tree):
+            if not isinstance(node, (ast.With, ast.AsyncWith)):
+                continue
+            for item in node.items:
+                e = item.context_expr
+                e = e.func if isinstance(e, ast.Call) else e
+                if isinstance(e, ast.Attribute):
+                    names.add(e.attr)
+                elif isinstance(e, ast.Name):
+                    names.add(e.id)
+    return tuple(sorted(names))
 
 
 HOOK = "process_weights_after_loading"

@@ -203,3 +203,29 @@ def test_model_level_hook_stores_are_first_load_only_on_0330():
     _, result = _run("0.33.0")
     path = "vllm/models/kimi_k3/nvidia/dspark_mla.py"
     assert not [f for f in result.findings if f.path == path]
+
+
+# ---------------------------------------------------------------- reuse and first-load facts
+def test_reload_enters_no_first_load_context():
+    for version in ("0.25.1", "0.33.0"):
+        f = _facts(version)
+        assert "CopyCounter" in f.entered_contexts
+        assert "weights_already_processed" not in f.entered_contexts
+
+
+def test_b12x_prepare_inputs_and_the_pre_processed_kernel_are_not_escapes_on_0_33():
+    """Issue 17, classes 2 and 3: B12x's quant-config scales and unit-scale cache only feed
+    `_prepare_experts`, whose result `_reuse_prepared_storage` copies into the first load's
+    storage; the unquantized MoE kernel is built behind `if not is_weight_update` or inside
+    the weight-cache loader's `weights_already_processed()` first load."""
+    b12x = "vllm/model_executor/layers/fused_moe/b12x.py"
+    for target in (
+        "self._unit_scales[device]",
+        "self.quant_config._w1.scale",
+        "self.quant_config._w2.scale",
+        "self.quant_config._a1.alpha_or_gscale",
+        "self.quant_config._a2.alpha_or_gscale",
+    ):
+        assert not _by("0.33.0", b12x, target), target
+    moe = "vllm/model_executor/layers/fused_moe/unquantized_fused_moe_method.py"
+    assert not [f for f in _by("0.33.0", moe, "self.moe_kernel") if f.line == 205]
