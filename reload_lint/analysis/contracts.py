@@ -25,6 +25,7 @@ from reload_lint.analysis import values as V
 from reload_lint.analysis.frame import _allocates
 from reload_lint.analysis.reloadfacts import NEWEST, ReloadFacts
 from reload_lint.analysis.values import AV
+from reload_lint.index.deps import calls_in
 from reload_lint.summaries.torchapi import SHAPE_CHANGING
 
 CONTRACT_NAMES = ("vllm-layerwise", "inplace-only")
@@ -181,7 +182,11 @@ class Contract:
                 # a cast copy on a plain object under a name nothing registers (a backend
                 # impl's `self.sinks = self.sinks.to(torch.float32)`): the first pass replaces
                 # the Parameter it was handed by the copy, later passes find the dtype already
-                # right, so the copy keeps the first load's values: stale, not moved
+                # right, so the copy keeps the first load's values: stale, not moved. Unless
+                # the same post-load copies into it in place (`self.sinks.copy_(source)`,
+                # from the Parameter it kept): refreshed on every pass
+                if fr is not None and refreshes_in_place(fr.func, attr):
+                    return None
                 return ("RL201", f"cast from `{v.src}` into a copy under its own name")
             return None
         if v.kind == V.TUPLE:  # a tuple display is a container too
@@ -319,6 +324,25 @@ def _aliases(v: AV) -> bool:
 
 def _binds_registered(v: AV) -> bool:
     return v.kind in (V.REG, V.VIEW) or (_aliases(v) and bool(v.src))
+
+
+def refreshes_in_place(f: dict, attr: str) -> bool:
+    """Whether function record `f` writes into `<x>.attr` in place (`.copy_(...)`, also
+    through `.data`)."""
+    calls: list = []
+    for st in f["body"]:
+        for part in st[4:]:
+            calls_in(part, calls)
+    for c in calls:
+        fn = c[1]
+        if fn[0] != "a" or fn[2] != "copy_":
+            continue
+        recv = fn[1]
+        if recv[0] == "a" and recv[2] == "data":
+            recv = recv[1]
+        if recv[0] == "a" and recv[2] == attr:
+            return True
+    return False
 
 
 def idempotent_cast(v: AV, attr: str | None) -> bool:

@@ -26,8 +26,7 @@ Mixed into Analyzer (analysis/interp.py).
 from __future__ import annotations
 
 from reload_lint.analysis import values as V
-from reload_lint.analysis.contracts import RESET_HOOKS
-from reload_lint.index.deps import calls_in
+from reload_lint.analysis.contracts import RESET_HOOKS, refreshes_in_place
 from reload_lint.rules import RULES
 
 # pre-update hooks of every serving engine: one that the audited contract's engine does not
@@ -103,7 +102,7 @@ class FlagResetMixin:
             return False
         mod = self._module_at(g[3])
         f = self.index.function(mod, g[5][0]) if mod else None
-        if f is None or _refreshes(f, attr):
+        if f is None or refreshes_in_place(f, attr):
             return False
         why = f"derived from `{src}` once, behind a test of the copy itself ({g[3]}:{g[4]})"
         contract = self.contract_for(fd.path)
@@ -113,21 +112,3 @@ class FlagResetMixin:
         fd.message = contract.message("RL201", fd.target, v, why)
         fd.fix = contract.fix("RL201", fd.target, v, why)
         return True
-
-
-def _refreshes(f: dict, attr: str) -> bool:
-    """Whether `f` writes into `<x>.attr` in place (`.copy_(...)`, also through `.data`)."""
-    calls: list = []
-    for st in f["body"]:
-        for part in st[4:]:
-            calls_in(part, calls)
-    for c in calls:
-        fn = c[1]
-        if fn[0] != "a" or fn[2] != "copy_":
-            continue
-        recv = fn[1]
-        if recv[0] == "a" and recv[2] == "data":
-            recv = recv[1]
-        if recv[0] == "a" and recv[2] == attr:
-            return True
-    return False

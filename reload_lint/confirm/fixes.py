@@ -3,7 +3,8 @@
 Four shapes, the ones the seeds converged on:
 
 * ``reuse_storage``: after the post-load hook, copy the freshly computed tensor into the storage
-  captured before and keep that one (the upstream ``marlin_make_workspace_new(existing=...)``).
+  captured before and keep that one (what the tree's ``marlin_make_workspace_new(device)``
+  would need to do on a reload: it has no parameter for an existing tensor).
   Incompatible shape/dtype/device fails loudly instead of silently rebinding.
 * ``register``: make a plain layer attribute a registered parameter, so the production
   copy-back protects it (``replace_parameter(..., prefer_copy=True)`` for ``g_idx_sort_indices``).

@@ -36,7 +36,10 @@ class Plan:
     needs_tmp: bool = True  # the value must be bound to a local first (read more than once)
     imports: list[tuple[str, str, str | None]] = field(default_factory=list)  # (module, name, as)
     helpers: list[tuple[str, str]] = field(default_factory=list)  # (function name, its source)
-    prelude: str = ""  # statements placed before the value is computed (none today)
+    # `refresh`: statements placed before and after the statement that holds the store, which
+    # itself stays as written (its guard is what skips the store on later passes)
+    prelude: str = ""
+    postlude: str = ""
 
 
 def parse_statements(code: str, config: cst.PartialParserConfig) -> list[cst.BaseStatement]:

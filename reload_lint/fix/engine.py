@@ -96,7 +96,7 @@ def compute(findings: list[Finding], read_text, api: TreeApi, reaudit=None) -> F
             for f in flagged:
                 fs.remedies[id(f)] = _manual(f, api, e or "no codemod for this store")
             continue
-        why = _offer(fs, e)
+        why = _overlap(e, edits) or _offer(fs, e)
         if why:
             for f in flagged:
                 fs.remedies[id(f)] = _refused(f, api, e, why)
@@ -175,6 +175,18 @@ def _fold_remedies(fs: FixSet, findings: list[Finding]) -> None:
             rem.applicability = "unsafe"
         names = ", ".join(f"`{g.target}`" for e in more for g in e.findings)
         rem.description += f"; the same for what is folded into it: {names}"
+
+
+def _overlap(e: StmtEdit, edits: list[StmtEdit]) -> str | None:
+    """Why `e` cannot join `edits`: a statement edited around (`refresh`) that holds, or sits
+    in, another edit's statement."""
+    path = e.findings[0].path
+    for o in edits:
+        if o.findings[0].path != path:
+            continue
+        if e.site.first_line <= o.site.last_line and o.site.first_line <= e.site.last_line:
+            return f"its statement overlaps the fix of `{o.findings[0].target}`"
+    return None
 
 
 def _offer(fs: FixSet, e: StmtEdit) -> str | None:

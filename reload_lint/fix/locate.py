@@ -156,6 +156,9 @@ class FileModel:
                 params=params,
             )
 
+    def owns_lines(self, st: ast.stmt) -> bool:
+        return self._own_lines(st)
+
     def _own_lines(self, st: ast.stmt) -> bool:
         """Whether the statement is alone on its lines inside a block body (not `if c: x = y`,
         not `a = 1; x = y`)."""

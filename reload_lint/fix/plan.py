@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 
 from reload_lint.findings import Finding
-from reload_lint.fix import keep, latebind, rebuilt, register
+from reload_lint.fix import keep, latebind, rebuilt, refresh, register
 from reload_lint.fix.base import Plan, Store
 from reload_lint.fix.locate import FileModel, Site, fresh_name
 from reload_lint.fix.tree import TreeApi
@@ -33,6 +33,9 @@ class StmtEdit:
     imports: list[tuple[str, str, str | None]] = field(default_factory=list)
     helpers: list[tuple[str, str]] = field(default_factory=list)
     alt: int = 0  # which of the store's shapes (plan_statement's `alt`)
+    # (before, after): `site` (the statement holding the store) stays as written, these go
+    # around it (`code` is unused then)
+    around: tuple[str, str] | None = None
 
     @property
     def shape(self) -> str:
@@ -170,6 +173,8 @@ def plan_statement(
         return StmtEdit(site, flagged, [p], p.code)
     if site.register_kwargs is not None:
         return _register_call_edit(fm, site, flagged, value, alt)
+    if first.rule == "RL201" and not site.is_tuple and refresh.self_cast(site.value, first.target):
+        return _refresh_edit(fm, site, flagged, alt)
     by_target = {f.target.replace(" ", ""): f for f in flagged}
     single = not site.is_tuple
     taken = set(site.names) | fm.module_names()
@@ -242,3 +247,38 @@ def _register_call_edit(
     p = shapes[alt]()
     code = p.code if not p.needs_tmp else f"{tmp} = {value}\n{p.code}"
     return StmtEdit(site, flagged, [p], code, list(p.imports), list(p.helpers), alt=alt)
+
+
+def _refresh_edit(fm: FileModel, site: Site, flagged: list[Finding], alt: int):
+    """RL201, a cast of an attribute stored back under its own name: keep the source and
+    refresh the copy in place around the function's statement that holds the store."""
+    if alt:
+        return None
+    t = site.targets[0] or ""
+    if "." not in t:
+        return f"`{flagged[0].target}` is not an attribute store"
+    outer = refresh.enclosing_statement(fm, site.node, site.func) if site.func else None
+    if outer is None:
+        return "the store is not inside a function's body"
+    if not fm.owns_lines(outer):
+        return "the statement holding the store shares its lines with another statement"
+    store = Store(t, t)
+    p = refresh.plan(store, fm.indent, refresh.source_name(fm, store.attr))
+    wrap = Site(
+        node=outer,
+        value=site.value,
+        targets=site.targets,
+        elements=site.elements,
+        is_tuple=False,
+        first_line=_first_line(outer),
+        last_line=outer.end_lineno or outer.lineno,
+        func=site.func,
+        names=site.names,
+        params=site.params,
+    )
+    return StmtEdit(wrap, flagged, [p], p.code, around=(p.prelude, p.postlude))
+
+
+def _first_line(st) -> int:
+    decos = getattr(st, "decorator_list", None) or []
+    return min([st.lineno, *(d.lineno for d in decos)])

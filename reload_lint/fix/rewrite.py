@@ -42,6 +42,19 @@ def _stmt_rewrite(fm: FileModel, ed: StmtEdit) -> list[str]:
     lines = fm.lines[s - 1 : e]
     head = lines[0]
     lead = head[: len(head) - len(head.lstrip(" \t"))]
+    if ed.around is not None:
+        # the statement stays byte for byte; the shape's statements go around it
+        before, after = (
+            cst.parse_module(c, config=cst.PartialParserConfig()).code for c in ed.around
+        )
+        kept = list(lines)
+        tail = not kept[-1].endswith("\n")
+        if tail:
+            kept[-1] += "\n"
+        new = [*_indented(before, lead), *kept, *_indented(after, lead)]
+        if tail:
+            new[-1] = new[-1].rstrip("\n")
+        return new
     snippet = "".join(ln[len(lead) :] if ln.startswith(lead) else ln for ln in lines)
     if not snippet.endswith("\n"):
         snippet += "\n"
@@ -53,6 +66,10 @@ def _stmt_rewrite(fm: FileModel, ed: StmtEdit) -> list[str]:
     if not lines[-1].endswith("\n") and new:
         new[-1] = new[-1].rstrip("\n")
     return new
+
+
+def _indented(code: str, lead: str) -> list[str]:
+    return [lead + ln if ln.strip() else ln for ln in code.splitlines(keepends=True)]
 
 
 def _import_line(mod: str, name: str, alias: str | None) -> str:

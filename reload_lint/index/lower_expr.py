@@ -175,7 +175,10 @@ class ExprLowering:
         ps = _all_params(node.args)
         params = tuple(p.arg for p in ps)
         body = self.expr(node.body)
-        free_names = _body_names([node.body], None)[0] - set(params)
+        # a keyword argument's name (`f(x, perm=...)`) is the callee's parameter, not a read
+        # of a local `perm`: the lambda captures only what it reads (a partial turned into a
+        # lambda keeps its keywords)
+        free_names = _body_names([node.body], None)[0] - set(params) - _keyword_only(node.body)
         defaults = _param_defaults(node.args)
         for p in ps:
             d = defaults.get(id(p))
@@ -246,3 +249,14 @@ _EXPR = {
     ast.Await: ExprLowering._x_value,
     ast.NamedExpr: ExprLowering._x_value,
 }
+
+
+def _keyword_only(body: ast.AST) -> set[str]:
+    """Keyword-argument names under `body` that no Name node there reads."""
+    kws, read = set(), set()
+    for n in ast.walk(body):
+        if isinstance(n, ast.keyword) and n.arg is not None:
+            kws.add(n.arg)
+        elif isinstance(n, ast.Name):
+            read.add(n.id)
+    return kws - read

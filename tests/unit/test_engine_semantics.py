@@ -220,3 +220,29 @@ def test_recursion_with_changing_arguments_is_cut_before_the_depth_limit(tmp_pat
     )
     assert not [e for e in result.errors if "depth limit" in e.message]
     assert ("pkg/layer.py", 7, "RL101") in _found(result)
+
+
+def test_a_lambda_captures_what_it_reads_not_its_keyword_names(tmp_path):
+    """`lambda *a, **k: f(*a, perm=getattr(layer, "perm"), **k)` (a partial made late-bound)
+    reads no local `perm`: the keyword is the callee's parameter. `perm=perm` does read it."""
+    src = """
+    import torch
+
+
+    def gather(x, perm):
+        return x[:, perm]
+
+
+    class K:
+        def process_weights_after_loading(self, layer):
+            perm = torch.argsort(layer.g_idx)
+            layer.register_buffer("k_perm", perm)
+            self.{attr} = lambda *a, **k: gather(*a, perm={arg}, **k)
+
+        def apply_weights(self, layer, x):
+            return self.{attr}(x)
+    """
+    late = src.format(attr="late", arg='getattr(layer, "k_perm")')
+    bound = src.format(attr="bound", arg="perm")
+    res = check_files(tmp_path, {"pkg/__init__.py": "", "pkg/a.py": late, "pkg/b.py": bound})
+    assert [(f.path, f.rule) for f in res.findings] == [("pkg/b.py", "RL103")]

@@ -175,7 +175,8 @@ class MarlinRecipe(_GptqRecipe):
                 "reuse storage",
                 reuse,
                 "MarlinLinearKernel.workspace: zero and reuse the captured workspace "
-                "(as marlin_make_workspace_new(existing=...) in vLLM PR #48438)",
+                "(keep the tensor marlin_make_workspace_new(device) returned on the first "
+                "load and zero it in place on a reload)",
             ),
             "layer.g_idx_sort_indices": Fix(
                 "layer.g_idx_sort_indices",
