@@ -460,6 +460,7 @@ class CallMixin:
                 # a reuse helper handed what the attribute already holds: on an update that is
                 # the storage it returns, written in place (contracts.reuse_helper)
                 return old
+        truths = self.call_truths(fr, selfv, line)  # analysis/flagpaths.py
         key = (
             mod,
             qn,
@@ -467,6 +468,7 @@ class CallMixin:
             constructing,
             tuple(sorted((n, V.vals_key(v)) for n, v in env.items())),
             fr.guards,
+            truths,
             # where the guarded code calls this (a flag set counts for what it encloses)
             (*fr.positions, (fr.func.get("qn"), fr.block_hint)) if fr.guards else (),
         )
@@ -495,6 +497,7 @@ class CallMixin:
             guards=fr.guards,
             stack=fr.stack + ((path, mod, qn),),
             positions=(*fr.positions, (fr.func.get("qn"), fr.block_hint)),
+            truths=truths,
         )
         # the parameters are bound at the function's top level: a re-binding in a branch
         # (`if cond: w = F.pad(w)`) keeps the argument as the other path's value

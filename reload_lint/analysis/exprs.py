@@ -319,11 +319,7 @@ class ExprMixin:
                 ):
                     kind = V.MODULE if self.index.is_module_class(held) else V.OBJ
                     out = V.union(out, (AV(kind, cls=held, src=f"{b.src}.{attr}"),))
-                elif (
-                    b.cls
-                    and attr not in regs
-                    and (choices := self.oracles.attr_choices(b.cls, attr))
-                ):
+                elif b.cls and attr not in regs and (choices := self.choices_on_path(fr, b, attr)):
                     out = V.union(out, (self.choice_value(choices, b, attr),))
                 elif (
                     b.cls

@@ -64,6 +64,8 @@ class Frame:
     positions: tuple = ()
     # > 0 inside an `if` body whose member test cannot hold (see Analyzer.exec_cond)
     dead: int = 0
+    # ((attr, value), ...): flags of `self` known on this path (analysis/flagpaths.py)
+    truths: tuple = ()
 
 
 def to_host(name: str, args, kwargs) -> bool:

@@ -21,6 +21,7 @@ from reload_lint.analysis.explainlog import ExplainMixin
 from reload_lint.analysis.exprs import ExprMixin
 from reload_lint.analysis.feeds import FeedsMixin
 from reload_lint.analysis.firstload import FirstLoadMixin
+from reload_lint.analysis.flagpaths import FlagTruthMixin
 from reload_lint.analysis.frame import (
     MODULE_ANNOT_HINTS,
     MODULE_PARAM_NAMES,
@@ -57,6 +58,7 @@ class Analyzer(
     FlagResetMixin,
     HookRootsMixin,
     IdentityCastMixin,
+    FlagTruthMixin,
     ExplainMixin,
     FeedsMixin,
 ):

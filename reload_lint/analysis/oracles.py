@@ -49,6 +49,7 @@ class Oracles:
         self._active: set = set()
         self._naming: set = set()  # local names being evaluated (self-referencing binds)
         self._names: dict[tuple, frozenset] = {}  # a local's values, per parameter values
+        self._when: tuple = ()  # flags of `self` the current read holds them to
 
     # ------------------------------------------------------------------ entry point
     def attr_choices(self, cls_key: str, attr: str) -> tuple | None:
@@ -89,9 +90,44 @@ class Oracles:
         self._attr[key] = out
         return out
 
-    def _stores_to(self, cls_key: str, attr: str):
+    def attr_choices_when(self, cls_key: str, attr: str, truths: tuple) -> tuple | None:
+        """attr_choices on a path where the flags of `self` in `truths` ((attr, value), ...)
+        hold (analysis/flagpaths.py): a store on a branch those flags rule out is not a choice,
+        and enum members stored on `self` that a store computes from are read the same way."""
+        if not truths:
+            return self.attr_choices(cls_key, attr)
+        key = ("when", cls_key, attr, truths)
+        if key in self._attr:
+            return self._attr[key]
+        self._attr[key] = None
+        before, self._when = self._when, truths
+        try:
+            found: dict[str, tuple] = {}
+            for vals in self._stores_to(cls_key, attr, truths):
+                if any(item[0] in ("?", "L", "T", "F", "E") for item in vals):
+                    return None
+                for item in _classes(vals):
+                    found.setdefault(item[1], item[1:])
+        finally:
+            self._when = before
+        out = tuple(found[k] for k in sorted(found)) or None
+        self._attr[key] = out
+        return out
+
+    def _members_when(self, cls_key: str, attr: str, truths: tuple) -> frozenset | None:
+        found: set = set()
+        for vals in self._stores_to(cls_key, attr, truths):
+            if not vals or any(item[0] != "E" for item in vals):
+                return None
+            found |= vals
+        return frozenset(found) or None
+
+    def _stores_to(self, cls_key: str, attr: str, truths: tuple = ()):
         """The values of every store to `self.<attr>` in the class's methods (MRO order), one
-        frozenset of read items per store (a tuple target unpacked at the attribute's place)."""
+        frozenset of read items per store (a tuple target unpacked at the attribute's place);
+        with `truths`, only the stores those flags of `self` do not rule out."""
+        from reload_lint.analysis.flagpaths import flags_at
+
         for mod, _name, mqn in self.index.mro_methods(cls_key):
             f = self.index.function(mod, mqn)
             if f is None or not f["params"] or "staticmethod" in f["decos"]:
@@ -103,6 +139,8 @@ class Oracles:
                 for tgt in st[4]:
                     pos = _position(tgt, me, attr)
                     if pos is None:
+                        continue
+                    if truths and _ruled_out(flags_at(f, st[1], me[1]), truths):
                         continue
                     vals = self.expr(mod, f, st[5], st[1], 0)
                     yield _unpack(vals, pos) if pos >= 0 else vals
@@ -126,6 +164,10 @@ class Oracles:
                 ch = self.attr_choices(f"{mod}:{f['cls']}", e[2])
                 if ch:
                     return frozenset(("C", *c) for c in ch)
+                if self._when:  # read under flags (attr_choices_when): the members stored
+                    got = self._members_when(f"{mod}:{f['cls']}", e[2], self._when)
+                    if got:
+                        return got
             return UNKNOWN
         if k == "c":
             return self.call(mod, f, e, depth, env)
@@ -185,7 +227,7 @@ class Oracles:
                 key = (mod, f["qn"], name)
                 if key in self._naming:  # `x = x.copy()`: the value x had before
                     return passed if param else UNKNOWN
-                memo = (*key, frozenset(env.items()))
+                memo = (*key, frozenset(env.items()), self._when)
                 if memo in self._names:
                     return self._names[memo]
                 self._naming.add(key)
@@ -313,7 +355,7 @@ class Oracles:
         """What a function can return given what its parameters hold (`env`); each function
         is read once per `env`, with its own depth budget (a result never depends on how deep
         the caller was), recursion reads as unknown."""
-        key = (mod, qn, frozenset(env.items()))
+        key = (mod, qn, frozenset(env.items()), self._when)
         if key in self._ret:
             return self._ret[key]
         f = self.index.function(mod, qn)
@@ -437,6 +479,12 @@ def _always_returns(body, start: int, stop: int) -> bool:
         if st[0] == "ret" and st[2] == top:
             return True
     return False
+
+
+def _ruled_out(facts, truths: tuple) -> bool:
+    """Whether the flag facts a store runs under contradict the path's known flags."""
+    known = dict(truths)
+    return any(a in known and known[a] != v for a, v in facts)
 
 
 def _position(tgt, me, attr: str) -> int | None:
