@@ -8,6 +8,7 @@ records are cached by content hash (reload_lint/cache.py).
 from __future__ import annotations
 
 import ast
+import gc
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -131,7 +132,25 @@ def _reruns_post_load(data: bytes) -> bool:
     return False
 
 
-def run_check(
+def run_check(paths, cfg: Config, **kw) -> RunResult:
+    """One check (the keywords as `_run_check`'s), with the cyclic garbage collector off.
+
+    A run allocates millions of small objects (unpickled records and the pack, the
+    analysis's abstract values, frames and memo keys) and makes no reference cycles worth
+    collecting: reference counting frees what it drops (peak RSS is the same either way on
+    the vLLM and SGLang trees). With the collector on, every few hundred allocations it walks
+    the youngest objects, and now and then every object kept so far (the records): ~20% of
+    an analysis on vLLM 0.33.0. The collector's state is put back when the run ends."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _run_check(paths, cfg, **kw)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _run_check(
     paths,
     cfg: Config,
     *,

@@ -466,7 +466,7 @@ class CallMixin:
             qn,
             fr.mode,
             constructing,
-            tuple(sorted((n, V.vals_key(v)) for n, v in env.items())),
+            tuple([(n, V.vals_key(env[n])) for n in sorted(env)]),  # names are unique
             fr.guards,
             truths,
             # where the guarded code calls this (a flag set counts for what it encloses)

@@ -247,13 +247,8 @@ class ExprMixin:
             if f is None or not f["params"]:
                 continue
             owners = {f["params"][0]} if on_self else set(f["params"][1:])
-            for st in f["body"]:
-                if st[0] != "assign" or st[5][0] != "c":
-                    continue
-                if not any(
-                    t[0] == "a" and t[1][0] == "n" and t[1][1] in owners and t[2] == attr
-                    for t in st[4]
-                ):
+            for st, bases in _call_stores(self, f).get(attr, ()):
+                if bases.isdisjoint(owners):
                     continue
                 d = dotted(st[5][1]) if st[5][1][0] in ("n", "a") else None
                 if not d or not d.rsplit(".", 1)[-1].lstrip("_")[:1].isupper():
@@ -554,3 +549,26 @@ def _members(v: AV) -> frozenset:
     if isinstance(v.value, tuple) and len(v.value) == 2 and v.value[0] == "members":
         return v.value[1]
     return frozenset()
+
+
+def _call_stores(an, f: dict) -> dict:
+    """attr -> [(statement, names of the bases it stores `attr` on)] for the assignments of a
+    call (`x.attr = C(...)`) at the top of `f`'s body, in body order (memoised per function
+    entry; the entry is kept with its index, so its id is not reused during the run)."""
+    memo = an.__dict__.setdefault("_call_stores_memo", {})
+    got = memo.get(id(f))
+    if got is not None and got[0] is f:
+        return got[1]
+    idx: dict[str, list] = {}
+    for st in f["body"]:
+        if st[0] != "assign" or st[5][0] != "c":
+            continue
+        per: dict[str, set] = {}
+        for t in st[4]:
+            if t[0] == "a" and t[1][0] == "n":
+                per.setdefault(t[2], set()).add(t[1][1])
+        for a, bases in per.items():
+            idx.setdefault(a, []).append((st, bases))
+    memo[id(f)] = (f, idx)
+    return idx
+

@@ -98,6 +98,7 @@ class Analyzer(
         self._class_regs: dict[str, tuple[frozenset, frozenset]] = {}
         self._builders: list[tuple[str, str]] | None = None  # (module class, class it builds)
         self._layer_regs: dict[str, tuple[frozenset, frozenset]] = {}
+        self._regs_union: dict[tuple, tuple] = {}  # registered_on's unions (stores.py)
         self._built_by: dict[str, list[tuple[str, str]]] = {}
         self._builds_of: tuple | None = None  # (builders, class -> its builders): stores.py
         # object fields: (class, attribute) -> what objects of that class built on a post-load

@@ -145,7 +145,13 @@ class StoreMixin:
             cregs, cbufs = self._layer_registrations(fr.root.cls_key)
         else:
             return regs, bufs
-        return regs | cregs, bufs | cbufs
+        # the unions are kept while the four tables are the same objects (callers only read)
+        got = self._regs_union.get((b.cls, fr.root.cls_key))
+        if got is not None and all(x is y for x, y in zip(got, (regs, bufs, cregs, cbufs))):
+            return got[4]
+        out = (regs | cregs, bufs | cbufs)
+        self._regs_union[(b.cls, fr.root.cls_key)] = (regs, bufs, cregs, cbufs, out)
+        return out
 
     # ------------------------------------------------------------------ stores
     def store_item(self, fr: Frame, tgt, vals, st) -> None:

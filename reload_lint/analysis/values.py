@@ -52,8 +52,9 @@ class AV:
 
     def key(self) -> tuple:
         """Identity for memoisation (no traces); computed once per value."""
-        k = self.__dict__.get("_key")
-        if k is None:
+        try:
+            return self._key
+        except AttributeError:
             k = (
                 self.kind,
                 self.cls,
@@ -64,15 +65,16 @@ class AV:
                 _items_key(self.items),
             )
             object.__setattr__(self, "_key", k)
-        return k
+            return k
 
     def key_text(self) -> str:
         """repr(key()): a total order for canonical memo keys; computed once per value."""
-        t = self.__dict__.get("_key_text")
-        if t is None:
+        try:
+            return self._key_text
+        except AttributeError:
             t = repr(self.key())
             object.__setattr__(self, "_key_text", t)
-        return t
+            return t
 
 
 def _items_key(items) -> tuple:
@@ -88,6 +90,8 @@ def _items_key(items) -> tuple:
 
 
 def vals_key(vals: tuple) -> tuple:
+    if len(vals) == 1:  # most values are one abstract value: nothing to order
+        return (vals[0].key(),)
     return tuple(v.key() for v in sorted(vals, key=AV.key_text))
 
 
@@ -97,6 +101,21 @@ NON = AV(NONE)
 
 
 def union(*groups) -> tuple:
+    if len(groups) == 2:
+        # the common shapes (an empty accumulator, or one new value), without a key set
+        a, b = groups
+        if not b and len(a) <= 1:
+            return tuple(a)
+        if not a and len(b) == 1:
+            return tuple(b)
+        if len(b) == 1 and len(a) < 12:
+            kb = b[0].key()
+            for v in a:
+                if v.key() == kb:
+                    break
+            else:
+                if len(a) == 1 or _distinct(a):
+                    return (*a, b[0])
     out: list[AV] = []
     seen = set()
     for g in groups:
@@ -108,6 +127,11 @@ def union(*groups) -> tuple:
                 if len(out) >= 12:  # cap: keeps pathological unions bounded
                     return tuple(out)
     return tuple(out)
+
+
+def _distinct(vals) -> bool:
+    """Whether no two values share a key (union's result is then `vals` in order)."""
+    return len({v.key() for v in vals}) == len(vals)
 
 
 # Memory layout of a registered tensor or a view of one, for the ops that view a contiguous

@@ -390,8 +390,11 @@ def _v_readers(rec, cache, attr, skip):
         for f in rec["functions"].values():
             if f["name"] in skip:
                 continue
-            for a in dict.fromkeys(a for a, _ln in f["reads"]):
-                idx.setdefault(a, []).append(f)
+            seen = set()
+            for a, _ln in f["reads"]:
+                if a not in seen:  # each attribute once per function, in first-read order
+                    seen.add(a)
+                    idx.setdefault(a, []).append(f)
         cache[("readers", skip)] = idx
     return tuple(idx.get(attr, ()))
 

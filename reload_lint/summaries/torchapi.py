@@ -6,6 +6,8 @@ cover the callees we never read.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 # Tensor methods that return a view of the receiver's storage (no new storage).
 VIEW_METHODS = frozenset(
     {
@@ -250,6 +252,7 @@ BUILTIN_SCALAR = frozenset(
 )
 
 
+@lru_cache(maxsize=8192)  # pure; the analysis asks about the same names many times
 def is_torch_tensor_func(qualified: str) -> bool:
     """torch.* / torch.ops.* / torch.nn.functional.* calls that return a new tensor."""
     if not qualified.startswith("torch."):
@@ -261,6 +264,7 @@ def is_torch_tensor_func(qualified: str) -> bool:
     return True
 
 
+@lru_cache(maxsize=8192)
 def is_custom_op(qualified: str) -> bool:
     """vLLM/SGLang custom ops: `_custom_ops.x`, `torch.ops.ns.x`, `*_C.x`, `sgl_kernel.x`."""
     parts = qualified.split(".")
