@@ -571,4 +571,3 @@ def _call_stores(an, f: dict) -> dict:
             idx.setdefault(a, []).append((st, bases))
     memo[id(f)] = (f, idx)
     return idx
-

@@ -147,8 +147,9 @@ class StoreMixin:
             return regs, bufs
         # the unions are kept while the four tables are the same objects (callers only read)
         got = self._regs_union.get((b.cls, fr.root.cls_key))
-        if got is not None and all(x is y for x, y in zip(got, (regs, bufs, cregs, cbufs))):
-            return got[4]
+        if got is not None and got[0] is regs and got[1] is bufs:
+            if got[2] is cregs and got[3] is cbufs:
+                return got[4]
         out = (regs | cregs, bufs | cbufs)
         self._regs_union[(b.cls, fr.root.cls_key)] = (regs, bufs, cregs, cbufs, out)
         return out
