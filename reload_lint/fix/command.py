@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from reload_lint.errors import ReloadLintError
 from reload_lint.findings import Finding
 from reload_lint.fix import FIX_DIFF
-from reload_lint.fix.engine import FixSet, remedies_for
 from reload_lint.fix.model import SAFE
+
+if TYPE_CHECKING:  # fix.engine imports libcst: only a run that computes fixes loads it
+    from reload_lint.fix.engine import FixSet
 
 
 def wanted(args, plan) -> bool:
@@ -52,6 +55,7 @@ def attach(args, cfg, plan, findings: list[Finding]) -> FixSet | None:
     if not live:
         return None
     from reload_lint.engine import run_check
+    from reload_lint.fix.engine import remedies_for
     from reload_lint.fix.validate import shadow_audit
 
     def run(paths, top):
