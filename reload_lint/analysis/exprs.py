@@ -277,8 +277,7 @@ class ExprMixin:
 
     def eval_attr(self, fr: Frame, base: tuple, attr: str, e) -> tuple:
         out: tuple = ()
-        text = self.render(e)
-        stored = fr.heap.get(text)
+        stored = fr.heap.get(self.render(e)) if fr.heap else None  # render only to look up
         self.note_attr_read(fr, base, attr)
         for b in base:
             k = b.kind
