@@ -541,7 +541,10 @@ class CallMixin:
             tuple((k, V.vals_key(v)) for k, v in kwargs),
         )
         if memo_key in self.memo:
+            for ev in self.memo.get(("ctor-notes", memo_key), ()):  # analysis/identity.py
+                self.note_model(fr, ev[1])
             return self.memo[memo_key]
+        n_events = len(fr.root.events)
         oid = next(self.oids)
         self.allocs[oid] = []
         cname = cls_key.split(":", 1)[1]
@@ -591,6 +594,9 @@ class CallMixin:
             ),
         )
         self.memo[memo_key] = result
+        notes = tuple(ev for ev in fr.root.events[n_events:] if ev[0] == "modelnote")
+        if notes:
+            self.memo[("ctor-notes", memo_key)] = notes
         return result
 
     def dataclass_fields(self, cls_key: str) -> list[tuple[str, bool]] | None:

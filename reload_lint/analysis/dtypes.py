@@ -143,7 +143,7 @@ class Dtypes:
         self._memo: dict = {}
         self._active: set = set()
         self._cut: set = set()  # active keys a nested evaluation met (its result is partial)
-        self.assumed: list[str] = []  # assumptions the last answers relied on
+        self.assumptions: dict[tuple, str] = {}  # (path, line) of a taken default -> why
 
     # ------------------------------------------------------------------ entry points
     def of(self, mod: str, f: dict | None, e, cls_key: str | None) -> frozenset:
@@ -163,8 +163,9 @@ class Dtypes:
         return frozenset(out) if found and out else UNK
 
     def declared_class(self, cls_key: str, param: str) -> str | None:
-        """The one project class the methods of `cls_key`'s MRO annotate parameter `param`
-        with (`layer: "RoutedExperts"`), or None when none or several do."""
+        """The project class the methods of `cls_key`'s MRO annotate parameter `param` with
+        (`layer: "RoutedExperts"`): the most derived when they lie on one inheritance line,
+        None when none does or they diverge."""
         key = ("declared", cls_key, param)
         if key in self._memo:
             return self._memo[key]
@@ -179,7 +180,12 @@ class Dtypes:
             got = self._class_named(mod, ann.strip("\"'"))
             if got is not None:
                 found.add(got)
-        out = next(iter(found)) if len(found) == 1 else None
+        # annotations along one inheritance line (`layer: "RoutedExperts"` on the base,
+        # `layer: "SpecialRoutedExperts"` on an override): the most derived one
+        out = next(
+            (c for c in sorted(found) if found <= set(self.index.mro(c))),
+            None,
+        )
         self._memo[key] = out
         return out
 
@@ -372,7 +378,7 @@ class Dtypes:
         d = dotted(func) if func[0] in ("n", "a") else None
         q = self.index.qualify_external(mod, d) if d else ""
         if q == "getattr" and len(args) == 3:
-            return self._getattr_default(mod, f, args, cls, depth)
+            return self._getattr_default(mod, f, e, cls, depth)
         if q in ("typing.cast", "cast") and len(args) == 2:
             return self.expr(mod, f, args[1], cls, depth + 1)
         if q in ("len", "int"):
@@ -406,10 +412,11 @@ class Dtypes:
                 return self.returns(r[1], r[2], None)
         return UNK
 
-    def _getattr_default(self, mod, f, args, cls, depth) -> frozenset:
+    def _getattr_default(self, mod, f, e, cls, depth) -> frozenset:
         """`getattr(m, "name", default)` with `m` a module outside the audited tree: the
-        default (an assumption: the attribute is not in the tree to read)."""
-        obj, name, default = args
+        default (an assumption: the attribute is not in the tree to read), made at the
+        `getattr` (`assumption` says so for that place)."""
+        obj, name, default = e[2]
         d = dotted(obj) if obj[0] in ("n", "a") else None
         if d is None or name[0] != "k" or name[1] != "str":
             return UNK
@@ -417,13 +424,22 @@ class Dtypes:
         q = rec["imports"].get(d.split(".", 1)[0]) if rec is not None else None
         if q is None or self.index.resolve(q) is not None or q in self.index.module_paths:
             return UNK  # not an imported module, or one the tree holds
-        vals = self.expr(mod, f, default, cls, depth + 1)
-        got = single_dtype(vals)
-        if got is not None:
-            note = f"`{d}.{name[2]}` is outside the tree: taken as its default {got}"
-            if note not in self.assumed:
-                self.assumed.append(note)
-        return vals
+        got = single_dtype(self.expr(mod, f, default, cls, depth + 1))
+        if got is None:
+            return UNK
+        where = (self.index.path_of(mod), e[4])
+        self.assumptions[where] = f"`{d}.{name[2]}` is outside the tree: taken as its default {got}"
+        return frozenset({("D", got, *where)})
+
+    def assumed_for(self, vals: frozenset) -> list[str]:
+        """The assumptions the dtype items of `vals` rest on."""
+        return sorted(
+            {
+                self.assumptions[it[2:4]]
+                for it in vals
+                if it[0] == "D" and it[2:4] in self.assumptions
+            }
+        )
 
     def _torch(self, mod, f, e, fn: str, cls, depth) -> frozenset:
         args, kwargs = e[2], dict(e[3])

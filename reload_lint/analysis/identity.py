@@ -80,8 +80,8 @@ class IdentityCastMixin:
         if len(have) != 1 or None in have:
             return None
         target = kw.get("dtype") or args_e[0]
-        self.dtypes.assumed.clear()
-        want = single_dtype(self.dtypes.of(fr.module, fr.func, target, fr.cls_key))
+        got = self.dtypes.of(fr.module, fr.func, target, fr.cls_key)
+        want = single_dtype(got)
         if want is None or want not in have:
             return None
         where = next((s for r in recv for s in r.trace), None)
@@ -90,8 +90,9 @@ class IdentityCastMixin:
             f"{fr.path}:{line}: `.to(dtype={want.split('.')[-1]})` of a {want} tensor{made} "
             "returns the tensor itself: no new storage"
         )
-        if self.dtypes.assumed:
-            text += "; " + "; ".join(self.dtypes.assumed)
+        assumed = self.dtypes.assumed_for(got)
+        if assumed:
+            text += " (" + "; ".join(assumed) + ")"
         self.note_model(fr, text)
         return tuple(
             AV(V.UNKNOWN, value=r.value, trace=(*r.trace, TraceStep(fr.path, line, text)))

@@ -380,7 +380,7 @@ class Oracles:
         tested members are gone (no member left: nothing after it runs)."""
         body = f["body"]
         env = dict(env)
-        top = next((st[2] for st in body if st[0] not in _PSEUDO), None)
+        top = min((st[2] for st in body), default=None)  # the body's own column
         dead = 0
         opened: list = []  # (condon statement, index)
         for i, st in enumerate(body):

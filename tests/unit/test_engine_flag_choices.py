@@ -1,7 +1,9 @@
 """Flags of `self` known on a path (analysis/flagpaths.py): a method that fixes its experts
 class itself on a flag branch of its constructor, instead of asking the oracle, builds only
 that class on a post-load path through the same flag test. Off that path, or when another
-method may change the flag, every class the stores can hold is still a choice."""
+method may change the flag, every class the stores can hold is still a choice. (`route_classes`
+opens with its member test: the code after a returning test at the function's own top level
+sees the other members only.)"""
 
 from __future__ import annotations
 
@@ -40,9 +42,7 @@ FILES = {
         def route_classes(route):
             if route == Route.LEAN:
                 return [LeanExperts]
-            if route == Route.HOARD:
-                return [HoardExperts]
-            raise ValueError(route)
+            return [HoardExperts]
 
 
         def pick_route(cfg):

@@ -146,3 +146,29 @@ def test_external_default_is_taken_and_explained(tmp_path, monkeypatch, capsys):
     assert (
         "`far_away_lib.index_t` is outside the tree: taken as its default torch.int64" in d["why"]
     )
+
+
+def test_layer_annotations_on_one_inheritance_line_take_the_most_derived(tmp_path):
+    """The base annotates the layer with the base layer class, the override with a subclass:
+    the call on the layer is read on the subclass."""
+    files = dict(FILES)
+    files["pkg/dispatch.py"] = files["pkg/dispatch.py"].replace("WANT", "torch.int64")
+    files["pkg/method.py"] = """
+        from pkg.dispatch import build
+        from pkg.layer import SlotLayer
+
+
+        class WideSlotLayer(SlotLayer):
+            pass
+
+
+        class SlotMethodBase:
+            def apply(self, layer: SlotLayer, x):
+                return self.kernel.run(x)
+
+
+        class WideSlotMethod(SlotMethodBase):
+            def process_weights_after_loading(self, layer: "WideSlotLayer") -> None:
+                self.kernel = build(layer.slot_tables())
+    """
+    assert _kernel_findings(check_files(tmp_path, files)) == []
