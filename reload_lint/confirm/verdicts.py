@@ -147,7 +147,13 @@ def upgrade(findings_doc: dict, evidence_doc: dict) -> dict:
 
     if all("grade" in r for r in evidence_doc["evidence"]):
         # already judged with grades (1.3): finalizing again changes nothing
-        return {**evidence_doc, "evidence": finalize([dict(r) for r in evidence_doc["evidence"]])}
+        rows = finalize([dict(r) for r in evidence_doc["evidence"]])
+        return {
+            **evidence_doc,
+            "evidence": rows,
+            "summary": {v: sum(1 for r in rows if r["verdict"] == v) for v in VERDICTS},
+            "grades": grade_counts(rows),
+        }
     findings = {f["fingerprint"]: f for f in findings_doc.get("findings", [])}
     records = [dict(r) for r in evidence_doc["evidence"]]
     runs: dict[tuple, list[dict]] = defaultdict(list)
@@ -246,27 +252,36 @@ def _harness_reads(rec: dict, row) -> list[str]:
 
 
 def _precondition_artifacts(rows: list[dict]) -> None:
+    """At a masking site the unshadow precondition takes the site's own attribute off the
+    layer before the restore, which frees the storage the capture read: a bug-side run under
+    it says nothing about the site, and a fixed-side red says nothing about the fix (the fix
+    keeps the object the precondition just removed). Both become inconclusive."""
     masked = {
         (r["fingerprint"], r.get("recipe"))
         for r in rows
         if not r.get("fixed") and not r.get("preconditions") and r.get("failure") == "masked"
     }
     for r in rows:
-        if r.get("fixed") or "unshadow" not in precondition_names(r):
+        if "unshadow" not in precondition_names(r):
             continue
         if (r["fingerprint"], r.get("recipe")) not in masked or r["grade"] == "inconclusive":
             continue
+        if r.get("fixed") and r["verdict"] != "red":
+            continue
         r.setdefault("regraded_from", {k: r[k] for k in ("verdict", "failure", "reason")})
-        r.update(
-            verdict="inconclusive",
-            failure=None,
-            grade="inconclusive",
-            reason=(
+        if r.get("fixed"):
+            why = (
+                "the unshadow precondition itself took this site's attribute off the layer "
+                "(freeing the storage this run saw go) before the patched post-load could keep "
+                "it, so the run says nothing about the fix; the stock run is masked"
+            )
+        else:
+            why = (
                 "the unshadow precondition itself took this site's attribute off the layer "
                 "(freeing the storage this run saw go), so the run says nothing about the site; "
                 "the stock run is masked"
-            ),
-        )
+            )
+        r.update(verdict="inconclusive", failure=None, grade="inconclusive", reason=why)
 
 
 def _escaped(rec: dict) -> set:
