@@ -97,8 +97,10 @@ def detect(files, default: ReloadFacts = NEWEST) -> ReloadFacts:
     if lw is None:
         return default
     base = lw[: -len("layerwise.py")]
-    layerwise = _parse(by_rel[lw])
-    meta = _parse(by_rel.get(base + "meta.py"))
+    # each file of the reload package parsed once (the facts below only read the trees)
+    trees = {r: _parse(by_rel[r]) for r in sorted(by_rel) if r.startswith(base)}
+    layerwise = trees[lw]
+    meta = trees.get(base + "meta.py")
     if layerwise is None:
         return default
     got = dict(default.__dict__)
@@ -116,12 +118,10 @@ def detect(files, default: ReloadFacts = NEWEST) -> ReloadFacts:
     pl = _deletes_plain(layerwise, "register_buffer", lw)
     if pl is not None:
         got["none_buffer_breaks"], got["none_buffer_at"] = not pl[0], pl[1]
-    hk = _hook_calls([(r, _parse(by_rel[r])) for r in sorted(by_rel) if r.startswith(base)])
+    hk = _hook_calls(list(trees.items()))
     if hk is not None:
         got["hooks_take_args"], got["hooks_at"] = hk
-    got["entered_contexts"] = _entered_contexts(
-        [_parse(by_rel[r]) for r in sorted(by_rel) if r.startswith(base)]
-    )
+    got["entered_contexts"] = _entered_contexts(list(trees.values()))
     got["contexts_at"] = base.rstrip("/")
     return ReloadFacts(**got)
 
