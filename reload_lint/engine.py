@@ -353,6 +353,11 @@ def _analyse(store, files, views, cfg, roots, contract_for, progress, reads=None
                 for sf in view_files
                 if (store.facts(sf) or _NO_FACTS)[2] and view.get(sf.module) is sf
             )
+            # modules asserting a data_ptr equality: what external callees return views
+            # (analysis/externals.py); read only when a call needs them
+            analyzer.alias_modules = tuple(
+                sorted(m for m, sf in view.items() if (store.facts(sf) or _NO_FACTS)[4])
+            )
             progress.start("analysing (parsing on demand)", 0)
             for f in analyzer.run(seed_modules):
                 # a file another view reaches too: the first view's finding stands
@@ -458,14 +463,15 @@ class _Texts:
         return self._store.text_of(rel) is not None
 
 
-_FACTS_VERSION = "4"
-_NO_FACTS = (False, False, False, ())
+_FACTS_VERSION = "5"
+_NO_FACTS = (False, False, False, (), False)
 
 
 def _text_facts(text: str, roots) -> tuple:
     """What the run needs to know about a file before parsing anything, cached per file in
     the file table: (mentions a root name, has a suppression marker, has a first-use cache
-    (_LAZY_CACHE_RE), simple base names of the classes it declares)."""
+    (_LAZY_CACHE_RE), simple base names of the classes it declares, asserts a `data_ptr()`
+    equality (_ALIAS_ASSERT_RE: analysis/externals.py))."""
     global _CLASS_RE
     if _CLASS_RE is None:
         import re
@@ -483,6 +489,7 @@ def _text_facts(text: str, roots) -> tuple:
         "reload-lint:" in text,
         bool(_LAZY_CACHE_RE.search(text)),
         tuple(bases),
+        "data_ptr()" in text and bool(_ALIAS_ASSERT_RE.search(text)),
     )
 
 
@@ -510,6 +517,11 @@ _LAZY_CACHE_RE = __import__("re").compile(
     r"|[-+*/@]\s*self\.\w+"
     r"|torch\.[\w.]+\([^\n]*self\.\w+)"
 )
+
+
+# `assert x.data_ptr() == ...` (also through `.untyped_storage()`, over a parenthesised line
+# break): a module stating what shares storage (analysis/externals.py)
+_ALIAS_ASSERT_RE = __import__("re").compile(r"\bassert\b[\s(]*[^\n]*data_ptr\(\)")
 
 
 def _class_bases(store, by_module: dict) -> dict[str, list[str]]:

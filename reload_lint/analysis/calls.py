@@ -337,6 +337,9 @@ class CallMixin:
                     trace=(TraceStep(fr.path, line, f"third-party `{q}` built here"),),
                 ),
             )
+        view = self.external_view(fr, q, args, line)  # analysis/externals.py
+        if view is not None:
+            return view
         if any(V.tensorish(a) for a in args) or any(V.tensorish(v) for _, v in kwargs):
             src = ""
             for a in args:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from reload_lint.analysis import values as V
 from reload_lint.analysis.contracts import idempotent_cast
+from reload_lint.analysis.externals import VIEW_FACT
 
 
 class Everything:
@@ -47,6 +48,11 @@ class ExplainMixin:
             notes = list(dict.fromkeys(ev[1] for ev in fr.root.events if ev[0] == "modelnote"))
             if notes:
                 safe = (safe[0], f"{safe[1]}; " + "; ".join(notes))
+        if safe and safe[0] == "view":
+            # an external callee the tree asserts returns a view (analysis/externals.py)
+            notes = [s.note for s in getattr(v, "trace", ()) if VIEW_FACT in s.note]
+            if notes:
+                safe = (safe[0], f"{safe[1]}; " + "; ".join(dict.fromkeys(notes)))
         self.explained.append(
             {
                 "path": fr.path,

@@ -19,6 +19,7 @@ from reload_lint.analysis import values as V
 from reload_lint.analysis.calls import CallMixin
 from reload_lint.analysis.explainlog import ExplainMixin
 from reload_lint.analysis.exprs import ExprMixin
+from reload_lint.analysis.externals import ExternalViewsMixin
 from reload_lint.analysis.feeds import FeedsMixin
 from reload_lint.analysis.firstload import FirstLoadMixin
 from reload_lint.analysis.flagpaths import FlagTruthMixin
@@ -61,6 +62,7 @@ class Analyzer(
     FlagTruthMixin,
     ExplainMixin,
     FeedsMixin,
+    ExternalViewsMixin,
 ):
     def __init__(self, index: ProjectIndex, root_names, apply_names, contract_for, scopes=()):
         self.index = index

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from reload_lint.analysis import values as V
+from reload_lint.analysis.externals import VIEW_FACT
 from reload_lint.analysis.frame import (
     Frame,
     _describe,
@@ -347,10 +348,13 @@ class StoreMixin:
                 continue
             names = sorted({n for _ok, ns in verdicts for n in ns})
             shown = ", ".join(f"`{n}`" for n in names)
-            self.dropped[key] = (
+            why = (
                 f"aliases {shown}, still registered on the layer when post-load ends: "
                 "copy-back restores that storage, which is what graphs captured"
             )
+            # a view an external callee returns, as the tree asserts (analysis/externals.py)
+            via = dict.fromkeys(s.note for s in fd.trace if VIEW_FACT in s.note)
+            self.dropped[key] = "; ".join((why, *via))
             del self.findings[key]
 
     # ------------------------------------------------------------------ object fields

@@ -500,6 +500,55 @@ def _v_class_consts(rec, cache, cls_qn):
     return cls.get("consts", ()) if cls is not None else ()
 
 
+# methods that return a view of their receiver's storage (a layout change, no copy for the
+# contiguous inputs such an assertion is made on)
+_VIEW_METHODS = frozenset(
+    ("reshape", "view", "view_as", "flatten", "unflatten", "squeeze", "unsqueeze", "detach")
+)
+
+
+def _strip_views(e) -> tuple:
+    """`x` of `x.reshape(...)`, `x.view(...).squeeze()`, `x.data`, ...: the tensor whose
+    storage the expression views."""
+    while True:
+        if e[0] == "c" and e[1][0] == "a" and e[1][2] in _VIEW_METHODS:
+            e = e[1][1]
+        elif e[0] == "a" and e[2] == "data":
+            e = e[1]
+        else:
+            return e
+
+
+def _v_alias_asserts(rec, cache):
+    """(callee spelling, function qualname, line) for each `assert r.data_ptr() ==
+    x.data_ptr()` (either order) where `r` is a local name last bound before the assertion to
+    `callee(x, ...)` or `callee(<a view of x>, ...)`: the module states that the callee's
+    result shares its first argument's storage (analysis/externals.py)."""
+    from reload_lint.index.extract import dotted
+
+    out = []
+    for qn, line, a, b in rec.get("storage_asserts", ()):
+        f = rec["functions"].get(qn)
+        if f is None:
+            continue
+        for r, x in ((a, b), (b, a)):
+            if r[0] != "n":
+                continue
+            bound = None
+            for st in f["body"]:
+                if st[0] == "assign" and st[1] < line and st[4] == (r,):
+                    bound = st[5]
+            if bound is None or bound[0] != "c" or not bound[2] or bound[5]:
+                continue  # not a call, no first argument, or a `*args` one
+            if bound[1][0] not in ("n", "a"):
+                continue
+            spelling = dotted(bound[1])
+            if spelling and _strip_views(bound[2][0]) == _strip_views(x):
+                out.append((spelling, qn, line))
+                break
+    return tuple(out)
+
+
 VIEWS = {
     "roots": _v_roots,
     "apply_guarded": _v_apply_guarded,
@@ -514,4 +563,5 @@ VIEWS = {
     "registrations": _v_registrations,
     "buffer_kinds": _v_buffer_kinds,
     "class_consts": _v_class_consts,
+    "alias_asserts": _v_alias_asserts,
 }

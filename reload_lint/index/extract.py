@@ -96,6 +96,8 @@ class _Extractor(SourceText, ExprLowering, GuardLowering, DefLowering):
         self.buffers: set[str] = set()
         self.globals: dict[str, tuple] = {}
         self._suite: dict[int, bool] = {}
+        # (function qualname, line, a, b) of `assert a.data_ptr() == b.data_ptr()` in a body
+        self.storage_asserts: list[tuple] = []
 
     # ---- statements ------------------------------------------------------------------
     def block(self, stmts: list, out: list, guard, func_qn: str, cls_qn: str | None) -> None:
@@ -131,6 +133,11 @@ class _Extractor(SourceText, ExprLowering, GuardLowering, DefLowering):
     def stmt(self, node, out: list, guard, func_qn: str, cls_qn: str | None) -> None:
         if type(node) in _COMPOUND:
             self._compound(node, out, guard, func_qn, cls_qn)
+        elif type(node) is ast.Assert:
+            if lower_util.EXTENSIONS and func_qn:
+                for a, b in lower_util.storage_pairs(node.test):
+                    fact = (func_qn, node.lineno, self.expr(a), self.expr(b))
+                    self.storage_asserts.append(fact)
         else:
             self.small(node, out, guard)
 
@@ -387,6 +394,8 @@ def extract_module(source: str, module_name: str, is_package: bool) -> dict:
         rec["nonpersistent_buffers"] = sorted(
             n for n, ks in bufvals.items() if all(k[1] for k in ks)
         )
+        # what the module asserts shares storage (analysis/externals.py)
+        rec["storage_asserts"] = tuple(ex.storage_asserts)
     return rec
 
 

@@ -350,9 +350,39 @@ def _is_int(v) -> bool:
     return type(v) is int
 
 
+def storage_pairs(test) -> list[tuple]:
+    """The (a, b) node pairs an `assert` test states share storage: `a.data_ptr() ==
+    b.data_ptr()` (or through `.untyped_storage()` / `.storage()`), each conjunct of an `and`."""
+    out: list[tuple] = []
+    tests = test.values if type(test) is ast.BoolOp and type(test.op) is ast.And else [test]
+    for t in tests:
+        if type(t) is ast.Compare and len(t.ops) == 1 and type(t.ops[0]) is ast.Eq:
+            a, b = _storage_of(t.left), _storage_of(t.comparators[0])
+            if a is not None and b is not None:
+                out.append((a, b))
+    return out
+
+
+def _storage_of(node):
+    """`x` of `x.data_ptr()`, `x.untyped_storage().data_ptr()` or `x.storage().data_ptr()`."""
+    base = _bare_method(node, ("data_ptr",))
+    if base is None:
+        return None
+    inner = _bare_method(base, ("untyped_storage", "storage"))
+    return base if inner is None else inner
+
+
+def _bare_method(node, names: tuple):
+    """`x` of `x.<name>()` (no arguments) for a name in `names`, else None."""
+    if type(node) is not ast.Call or node.args or node.keywords:
+        return None
+    f = node.func
+    return f.value if type(f) is ast.Attribute and f.attr in names else None
+
+
 # Lowerings added after the libcst extractor (876de75): an `elif` test's flag terms, a
 # body-form `or` of flag terms as one compound term, `x.dtype != D` terms, a class's string
-# constants (`consts`), the record's none_buffers / nonpersistent_buffers.
+# constants (`consts`), the record's none_buffers / nonpersistent_buffers and storage_asserts.
 # scripts/diff_extract.py turns them off to compare every other part of a record with that
 # extractor.
 EXTENSIONS = True

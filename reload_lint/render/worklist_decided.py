@@ -187,11 +187,19 @@ def rfc_status(findings, decided: list[dict], files=None) -> list[dict]:
     rows = []
     for row in RFC_ROWS:
         hits = [f for f in findings if _in_row(row, f.path, f.target)]
+        # a row's store folded into another finding (one storage, one finding: its `also`)
+        folded = [
+            (f, a)
+            for f in findings
+            for a in getattr(f, "also", None) or ()
+            if _in_row(row, a.get("path", ""), a.get("target", ""))
+        ]
         # a row's tensors kept inside an object a finding rebuilds: a step of its trace
         traced = [
             f
             for f in findings
             if f not in hits
+            and all(f is not h for h, _a in folded)
             and any(
                 any(fnmatch(st.path.rsplit("/", 1)[-1], g) for g in row.files)
                 and any(re.search(rf"\.{re.escape(t)}\b", st.note) for t in row.tensors)
@@ -200,8 +208,9 @@ def rfc_status(findings, decided: list[dict], files=None) -> list[dict]:
         ]
         safe = [d for d in decided if _in_row(row, d["path"], d["target"])]
         reported_targets = {(f.path, attr_of(f.target)) for f in hits}
+        reported_targets |= {(a.get("path"), attr_of(a.get("target", ""))) for _f, a in folded}
         safe = [d for d in safe if (d["path"], attr_of(d["target"])) not in reported_targets]
-        if hits:
+        if hits or folded:
             status = "reported" + (" (some stores decided safe)" if safe else "")
         elif traced:
             status = "reported in traces"
@@ -212,7 +221,14 @@ def rfc_status(findings, decided: list[dict], files=None) -> list[dict]:
         else:
             status = "not in this tree"
         rows.append(
-            {"row": row, "status": status, "findings": hits, "traced": traced, "decided": safe}
+            {
+                "row": row,
+                "status": status,
+                "findings": hits,
+                "folded": folded,
+                "traced": traced,
+                "decided": safe,
+            }
         )
     return rows
 
@@ -229,7 +245,7 @@ def render_decided(findings, explain: dict, files=None) -> str:
         "",
         "Every row of the RFC's storage-identity tables (category 1, confirmed and high-risk, "
         "and category 2's FlashInfer sinks), matched by file and tensor name: **reported** "
-        "(findings above), **reported in traces** (the tensors are kept by an object a finding "
+        "(findings above, or folded into one of them: the same storage), **reported in traces** (the tensors are kept by an object a finding "
         "rebuilds: a step of that finding's trace), **decided safe** (the engine's reason for each store), **no store "
         "reached** (the files are here but no post-load path stores those tensors: fixed or "
         "renamed upstream; `reload-lint explain PATH:LINE` says why for a line), or **not in "
@@ -241,6 +257,11 @@ def render_decided(findings, explain: dict, files=None) -> str:
     for r in rfc_status(findings, decided, files):
         row = r["row"]
         sites = [f"`{f.path}:{f.line}` {f.rule} `{f.target}`" for f in r["findings"]]
+        sites += [
+            f"`{a.get('path')}:{a.get('line')}` {a.get('rule')} `{a.get('target')}`, folded into "
+            f"`{f.path}:{f.line}` {f.rule} `{f.target}`"
+            for f, a in r["folded"]
+        ]
         sites += [f"in the trace of `{f.path}:{f.line}` {f.rule} `{f.target}`" for f in r["traced"]]
         sites += [
             f"`{d['path']}:{d['line']}` `{d['target']}`: {d['fact']}, {d['why']}"

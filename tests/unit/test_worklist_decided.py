@@ -78,3 +78,22 @@ def test_rfc_row_status_reported_decided_or_absent():
     st = {r["row"]: r for r in rfc_status([], [], files=["vllm/k/marlin.py"])}
     assert st[marlin]["status"] == "no store reached"
     assert attr_of("layer.w13_weight.data") == "w13_weight"
+
+
+def test_rfc_row_store_folded_into_another_finding_is_reported():
+    """A row's store that one storage, one finding folded into another finding (its `also`)
+    is reported there, not "no store reached"."""
+    marlin = next(r for r in RFC_ROWS if "act-order sort" in r.component)
+    host = _F("vllm/q/method.py", 40, "self.kernel", rule="RL105")
+    host.also = [
+        {
+            "rule": "RL101",
+            "path": "vllm/kernels/marlin.py",
+            "line": 177,
+            "target": "layer.g_idx_sort_indices",
+        }
+    ]
+    st = {r["row"]: r for r in rfc_status([host], [], files=["vllm/kernels/marlin.py"])}
+    assert st[marlin]["status"] == "reported"
+    assert st[marlin]["folded"] == [(host, host.also[0])]
+    assert st[marlin]["traced"] == []
