@@ -144,6 +144,11 @@ class CallMixin:
             vals = self.eval(fr, args_e[1])
             target = f"{self.render(func[1])}.{name}"
             self.note_rebind(fr, name)
+            if name != "<dynamic>":
+                # `B.register_buffer("x", t)` sets `B.x` as `B.x = t` does: a guard
+                # `if getattr(B, "x", None) is None:` around it is off on the next pass when
+                # nothing deletes it (a deferred layer's reload puts its buffers back first)
+                self.note_flag_set(fr, name, args_e[1], fr.block_hint or ())
             fr.heap[target] = tuple(
                 AV(V.REG, src=target, value=name) if v.kind in V.TENSORISH else v for v in vals
             )
@@ -164,7 +169,12 @@ class CallMixin:
                         why = STALE_WHY.format(src=v.src)
                     elif dfr:
                         why = f"{meth} on a deferred layer's post-load (no copy-back)"
-                    self.report(fr, rule, ("expr", line, 1, line), target, v, why)
+                    key = self.report(fr, rule, ("expr", line, 1, line), target, v, why)
+                    src_attr = v.src.rsplit(".", 1)[-1] if v.src else ""
+                    if key and v.kind == V.FRESH and src_attr:
+                        # derived from another attribute: made once behind a test of the
+                        # buffer itself, it is a stale copy (pathfacts.resolve_guards)
+                        fr.root.derived_findings.append((key, src_attr))
                     break
             return (V.NON,)
         if meth in CONTAINER_MUTATORS:

@@ -158,6 +158,10 @@ class PathFactsMixin:
                 e = ("a", e, p)
             sides.append(self.eval(fr, e))
         new = [s for s in sides if any(v.kind in (V.FRESH, V.PARAM) for v in s)]
+        if not new:
+            # a registered tensor (or a view of one) bound into an object: the rebind branch
+            # binds it, the copy branch copies it into what the first pass bound
+            new = [s for s in sides if any(v.kind in (V.REG, V.VIEW) for v in s)]
         old = [s for s in sides if s not in new]
         if len(new) != 1 or len(old) != 1:
             return f"unknown|{pair}"  # which one is the tensor already there is unclear
@@ -354,7 +358,7 @@ class PathFactsMixin:
                 if fd.rule == "RL201":
                     continue  # a stale derived copy is stale because it is never made again
                 g = verdicts[0][1]
-                if fd.rule in ("RL101", "RL102") and self.stale_copy(key, fd, g):
+                if fd.rule in ("RL101", "RL102", "RL109") and self.stale_copy(key, fd, g):
                     continue  # made once behind a test of the copy itself: stale (resets.py)
                 if g[1].startswith("<compat:"):
                     why = (

@@ -77,3 +77,35 @@ def plan_register(store: Store, ind: str, kwargs: list[str]) -> Plan:
         ),
         code=code,
     )
+
+
+def plan_item(container: str, key: str, value: str, kept: str, rebind: bool, ind: str) -> Plan:
+    """The keep shape for a dict item, `C[k] = value`: copy into the tensor the dict already
+    holds under `k` when it fits, else store as before. `rebind`: `value` is a local name the
+    function reads on; it then names the kept tensor, so what the function returns or passes
+    on is the storage captured graphs read."""
+    t = f"{container}[{key}]"
+    code = (
+        f"{kept} = {container}.get({key})\n"
+        f"if (\n"
+        f"{ind}{kept} is not None\n"
+        f"{ind}and {kept}.shape == {value}.shape\n"
+        f"{ind}and {kept}.dtype == {value}.dtype\n"
+        f"{ind}and {kept}.device == {value}.device\n"
+        f"):\n"
+        f"{ind}{kept}.copy_({value})\n"
+        + (f"{ind}{value} = {kept}\n" if rebind else "")
+        + f"else:\n"
+        f"{ind}{t} = {value}\n"
+    )
+    return Plan(
+        shape="keep",
+        applicability=SAFE,
+        description=(
+            f"keep the tensor `{t}` holds from the first load: on a reload copy the new values "
+            "into it (`.copy_`) when shape, dtype and device agree"
+            + (f" and go on with it as `{value}`" if rebind else "")
+            + ", store the new one only when they do not"
+        ),
+        code=code,
+    )

@@ -113,13 +113,48 @@ class FileModel:
             else:
                 elems = [tnode]
                 is_tuple = False
-            names = [dotted(e) for e in elems]
+            names = [dotted(e) or self._subscript(e) for e in elems]
             if want not in names:
                 continue
             return self._site(
                 st, st.value, names, [self.relative_source(e, st.lineno) for e in elems], is_tuple
             )
         return f"no plain assignment to `{target}` on line {line}"
+
+    def _subscript(self, node: ast.AST) -> str | None:
+        """`self.cache[key]` -> "self.cache[key]" (spaces dropped, as targets are compared),
+        for a dotted container; None otherwise."""
+        if not isinstance(node, ast.Subscript):
+            return None
+        base = dotted(node.value)
+        if base is None:
+            return None
+        return f"{base}[{self.source(node.slice)}]".replace(" ", "")
+
+    def dict_attribute(self, target: str) -> bool:
+        """Whether the file binds `target` (`self._cache`) to a dict: a dict display or
+        comprehension, a `dict(...)` / `defaultdict(...)` / `OrderedDict(...)` call, or an
+        annotation that names a dict."""
+        for st in ast.walk(self.tree):
+            if isinstance(st, ast.Assign):
+                tgts, value, ann = st.targets, st.value, None
+            elif isinstance(st, ast.AnnAssign):
+                tgts, value, ann = [st.target], st.value, st.annotation
+            else:
+                continue
+            if not any(dotted(t) == target for t in tgts):
+                continue
+            if isinstance(value, (ast.Dict, ast.DictComp)):
+                return True
+            if isinstance(value, ast.Call):
+                fn = (dotted(value.func) or "").rsplit(".", 1)[-1]
+                if fn in ("dict", "defaultdict", "OrderedDict"):
+                    return True
+            if ann is not None:
+                head = ann.value if isinstance(ann, ast.Subscript) else ann
+                if (dotted(head) or "").rsplit(".", 1)[-1] in ("dict", "Dict"):
+                    return True
+        return False
 
     def _site(self, st, value, names, elements, is_tuple) -> Site | str:
         if True:

@@ -7,13 +7,14 @@ a shape reads it more than once; the elements nobody flagged are stored as befor
 
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass, field
 
 from reload_lint.findings import Finding
 from reload_lint.fix import keep, latebind, rebuilt, refresh, register
 from reload_lint.fix.base import Plan, Store
-from reload_lint.fix.locate import FileModel, Site, fresh_name
+from reload_lint.fix.locate import FileModel, Site, dotted, fresh_name
 from reload_lint.fix.tree import TreeApi
 
 #: rules whose store is fixed by keeping the first tensor and copying into it
@@ -58,6 +59,16 @@ def _allocated_here(f: Finding) -> bool:
         bool(notes)
         and "allocates a new tensor" in notes[0]
         and not any(n.startswith("returned by") or "assumed" in n for n in notes)
+    )
+
+
+def _binds_registered_tensor(f: Finding) -> bool:
+    """RL107 on a plain tensor: the registered tensor itself or a view of it (not a callable,
+    a container or a rebuilt object that holds one)."""
+    return any(
+        "registered tensor bound on an object" in s.note
+        or "view of a registered tensor taken" in s.note
+        for s in f.trace
     )
 
 
@@ -118,6 +129,12 @@ def _shape_for(
         if _allocated_here(f):
             shapes.append(lambda: keep.plan(store, ind))
         shapes.append(lambda: rebuilt.plan(store, ind, "object"))
+    elif rule == "RL107" and _binds_registered_tensor(f):
+        # a registered tensor (or a view of one) bound into an object (a quant config's
+        # scale): on a reload copy the reloaded values into the tensor the first load bound,
+        # which captured graphs read; a callable, container or rebuilt object binding one
+        # gets no codemod (the `.shape` test would not hold for it)
+        shapes.append(lambda: keep.plan(store, ind))
     elif rule in OBJECT_RULES:
         shapes.append(lambda: rebuilt.plan(store, ind, "object"))
     else:
@@ -175,6 +192,8 @@ def plan_statement(
         return _register_call_edit(fm, site, flagged, value, alt)
     if first.rule == "RL201" and not site.is_tuple and refresh.self_cast(site.value, first.target):
         return _refresh_edit(fm, site, flagged, alt)
+    if first.rule == "RL104":
+        return _item_edit(fm, site, flagged, value, alt)
     by_target = {f.target.replace(" ", ""): f for f in flagged}
     single = not site.is_tuple
     taken = set(site.names) | fm.module_names()
@@ -227,8 +246,8 @@ def _register_call_edit(
 ) -> StmtEdit | str | None:
     """A `B.register_buffer("x", value, persistent=False)` the analysis reports as RL201:
     register it persistent (vLLM 0.33's copy-back skips non-persistent buffers), else copy
-    into the buffer already there. RL109 (a layer nothing copies back) gets no codemod: the
-    analysis reports every registration there, guarded or not."""
+    into the buffer already there. RL109 (a deferred layer, which nothing copies back) gets
+    the copy into the buffer already there."""
     f = flagged[0]
     store = Store(site.targets[0], value)
     kws = [k for k in site.register_kwargs or [] if k.replace(" ", "") != "persistent=False"]
@@ -236,7 +255,9 @@ def _register_call_edit(
     if f.rule == "RL201" and len(kws) < len(site.register_kwargs or []):
         shapes.append(lambda: register.plan_persist(store, kws))
     tmp = fresh_name(store.attr, set(site.names) | fm.module_names())
-    if f.rule == "RL201":
+    if f.rule in ("RL201", "RL109"):
+        # RL109: a deferred layer's post-load runs after the reload put its buffers back, on
+        # live tensors with no copy-back: copy into the buffer already there
         shapes.append(
             lambda: keep.plan_register(
                 Store(store.target, tmp), fm.indent, site.register_kwargs or []
@@ -282,3 +303,37 @@ def _refresh_edit(fm: FileModel, site: Site, flagged: list[Finding], alt: int):
 def _first_line(st) -> int:
     decos = getattr(st, "decorator_list", None) or []
     return min([st.lineno, *(d.lineno for d in decos)])
+
+
+def _item_edit(fm: FileModel, site: Site, flagged: list[Finding], value: str, alt: int):
+    """RL104 on `C[k] = value`, C a dict the file builds: keep the tensor C holds under k."""
+    if alt:
+        return None
+    node = site.node.targets[0] if isinstance(site.node, ast.Assign) else site.node.target
+    if site.is_tuple or not isinstance(node, ast.Subscript):
+        return "the container store is not `C[key] = value`"
+    container = dotted(node.value) or ""
+    if not fm.dict_attribute(container):
+        return f"`{container}` is not known to be a dict (the file never binds it to one)"
+    if not _simple(node.slice):
+        return "the key is not a name, an attribute or a constant (it would be computed twice)"
+    key = fm.source(node.slice)
+    taken = set(site.names) | fm.module_names()
+    kept = fresh_name(f"kept_{container.rsplit('.', 1)[-1].lstrip('_')}", taken)
+    code = ""
+    rebind = isinstance(site.value, ast.Name)
+    if not rebind:
+        tmp = fresh_name(container.rsplit(".", 1)[-1].lstrip("_") + "_item", taken | {kept})
+        code, value = f"{tmp} = {value}\n", tmp
+    p = keep.plan_item(container, key, value, kept, rebind, fm.indent)
+    return StmtEdit(site, flagged, [p], code + p.code, alt=alt)
+
+
+def _simple(node: ast.AST) -> bool:
+    if isinstance(node, (ast.Name, ast.Constant)):
+        return True
+    if isinstance(node, ast.Attribute):
+        return dotted(node) is not None
+    if isinstance(node, ast.Tuple):
+        return all(_simple(e) for e in node.elts)
+    return False

@@ -298,11 +298,24 @@ def _compat_test(test) -> tuple[str, str, tuple[str, ...], bool] | None:
         inner = _compat_test(test.operand)
         return (*inner[:3], not inner[3]) if inner else None
     terms = []
+    present = set()  # `x is not None` terms (the copy needs a tensor there)
     positive = None
 
     def walk(t) -> bool:
         nonlocal positive
         tp = type(t)
+        if tp is ast.Compare and len(t.ops) == 1 and _is_none(t.comparators[0]):
+            # `x is not None and x.shape == y.shape ...` (or `x is None or x.shape != ...`)
+            want = type(t.ops[0]) is ast.IsNot
+            name = _ast_dotted(t.left)
+            if name is None or type(t.ops[0]) not in (ast.Is, ast.IsNot):
+                return False
+            if positive is None:
+                positive = want
+            if positive != want:
+                return False
+            present.add(name)
+            return True
         if tp is ast.BoolOp:
             want = type(t.op) is ast.And
             if positive is None:
@@ -329,6 +342,8 @@ def _compat_test(test) -> tuple[str, str, tuple[str, ...], bool] | None:
     if len(pairs) != 1:
         return None
     a, b = next(iter(pairs))
+    if not present <= {a, b}:
+        return None
     return (a, b, tuple(sorted({f for f, _a, _b in terms})), bool(positive))
 
 
@@ -343,3 +358,7 @@ def _isinstance_test(test) -> tuple[str, str] | None:
                 if t:
                     return (x, t)
     return None
+
+
+def _is_none(node) -> bool:
+    return type(node) is ast.Constant and node.value is None
