@@ -463,7 +463,7 @@ class _Texts:
         return self._store.text_of(rel) is not None
 
 
-_FACTS_VERSION = "5"
+_FACTS_VERSION = "6"
 _NO_FACTS = (False, False, False, (), False)
 
 
@@ -519,9 +519,12 @@ _LAZY_CACHE_RE = __import__("re").compile(
 )
 
 
-# `assert x.data_ptr() == ...` (also through `.untyped_storage()`, over a parenthesised line
-# break): a module stating what shares storage (analysis/externals.py)
-_ALIAS_ASSERT_RE = __import__("re").compile(r"\bassert\b[\s(]*[^\n]*data_ptr\(\)")
+# `assert x.data_ptr() == y.data_ptr()` (also through `.untyped_storage()`, the right side
+# after a parenthesised line break): a module stating what shares storage
+# (analysis/externals.py)
+_ALIAS_ASSERT_RE = __import__("re").compile(
+    r"\bassert\b[\s(]*[^\n]*?data_ptr\(\)\s*==\s*\(?\s*[^\n]*?data_ptr\(\)"
+)
 
 
 def _class_bases(store, by_module: dict) -> dict[str, list[str]]:

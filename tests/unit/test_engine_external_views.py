@@ -151,8 +151,12 @@ def test_without_extensions_nothing_is_recorded(monkeypatch):
 def test_text_fact_finds_the_asserting_files():
     facts = engine._text_facts
     assert facts("assert r.data_ptr() == x.data_ptr()\n", ())[4]
-    assert facts("assert (\n    r.untyped_storage().data_ptr() == x\n)\n", ())[4]
+    assert facts("assert (\n    r.untyped_storage().data_ptr() == x.data_ptr()\n)\n", ())[4]
+    assert facts("assert r.untyped_storage().data_ptr() == (\n    x.data_ptr()\n)\n", ())[4]
+    assert facts("assert y is None or r.data_ptr() == y.data_ptr(), 'm'\n", ())[4]
     assert not facts("p = x.data_ptr()\nassert p\n", ())[4]
+    assert not facts("assert x.data_ptr() % 16 == 0\n", ())[4]
+    assert not facts("assert a.ctypes.data == x.data_ptr()\n", ())[4]
     assert not facts("assert x\n", ())[4]
 
 
@@ -195,3 +199,30 @@ def test_a_comment_in_the_asserting_file_reuses_the_result(tree, tmp_path, monke
     res = _run(tree, cache)
     assert res.files_parsed == 1
     assert findings_json(res) == before
+
+
+@pytest.mark.integration
+def test_vllm_033_b12x_mma_views(tmp_path):
+    """vLLM 0.33.0 asserts that FlashInfer's convert_sf_to_mma_layout returns a view of its
+    input (quantization/utils/flashinfer_fp4_moe.py:211); the B12x experts call it through the
+    lazy-import wrapper `flashinfer_convert_sf_to_mma_layout` (utils/flashinfer.py:314). Their
+    MMA views are no finding of their own."""
+    from reload_lint.sources import SourceError, release_sources
+
+    try:
+        release_sources("vllm", "0.33.0")
+    except SourceError as exc:  # pragma: no cover - offline
+        pytest.skip(f"vLLM 0.33.0 sources unavailable: {exc}")
+    out = tmp_path / "f.json"
+    args = ["check", "--vllm", "0.33.0", "--no-cache", "--format", "json", "-o", str(out)]
+    assert main([*args, "--exit-zero"]) == 0
+    findings = json.loads(out.read_text())["findings"]
+    b12x = "vllm/model_executor/layers/fused_moe/experts/flashinfer_b12x_moe.py"
+    mma = {"self.w1_sf_mma", "self.w2_sf_mma"}
+    assert not [f for f in findings if f["path"] == b12x and f["target"] in mma]
+    step = (
+        "`flashinfer.cute_dsl.utils.convert_sf_to_mma_layout` returns a view of its first "
+        "argument (asserted at vllm/model_executor/layers/quantization/utils/"
+        "flashinfer_fp4_moe.py:211)"
+    )
+    assert any(s["note"] == step for f in findings for s in f["trace"])
