@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from reload_lint.findings import Finding, normalize_target
-from reload_lint.fix import recipes
+from reload_lint.fix import rebind, recipes
 from reload_lint.fix.locate import FileModel
 from reload_lint.fix.model import DISPLAY, SAFE, Edit, Remedy
 from reload_lint.fix.plan import StmtEdit, plan_statement
@@ -79,6 +79,9 @@ def compute(findings: list[Finding], read_text, api: TreeApi, reaudit=None) -> F
             fs.remedies[id(f)] = _manual(f, api, "the file could not be read or parsed by libcst")
             continue
         site = fm.site(f.line, f.target)
+        if not isinstance(site, str):
+            # a re-binding derived from itself is fixed with the store it re-binds
+            site = rebind.head(fm, site, f.target.replace(" ", "")) or site
         if isinstance(site, str):
             fs.remedies[id(f)] = _manual(f, api, site)
             continue
@@ -184,7 +187,7 @@ def _overlap(e: StmtEdit, edits: list[StmtEdit]) -> str | None:
     for o in edits:
         if o.findings[0].path != path:
             continue
-        if e.site.first_line <= o.site.last_line and o.site.first_line <= e.site.last_line:
+        if e.first_line <= o.last_line and o.first_line <= e.last_line:
             return f"its statement overlaps the fix of `{o.findings[0].target}`"
     return None
 

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 
 from reload_lint.findings import Finding
-from reload_lint.fix import keep, latebind, rebuilt, refresh, register
+from reload_lint.fix import keep, latebind, rebind, rebuilt, refresh, register
 from reload_lint.fix.base import Plan, Store
 from reload_lint.fix.locate import FileModel, Site, dotted, fresh_name
 from reload_lint.fix.tree import TreeApi
@@ -37,6 +37,17 @@ class StmtEdit:
     # (before, after): `site` (the statement holding the store) stays as written, these go
     # around it (`code` is unused then)
     around: tuple[str, str] | None = None
+    # more statements the edit replaces (a store's re-bindings moved onto a local: rebind.py),
+    # each with its replacement (column 0)
+    parts: list[tuple[Site, str]] = field(default_factory=list)
+
+    @property
+    def first_line(self) -> int:
+        return self.site.first_line
+
+    @property
+    def last_line(self) -> int:
+        return max([self.site.last_line, *(s.last_line for s, _c in self.parts)])
 
     @property
     def shape(self) -> str:
@@ -173,6 +184,19 @@ def plan_statement(
     ind = fm.indent
     value = fm.relative_source(site.value, site.first_line)
     first = flagged[0]
+    generic = not (
+        first.rule == "RL103"
+        or site.register_kwargs is not None
+        or (
+            first.rule == "RL201"
+            and not site.is_tuple
+            and refresh.self_cast(site.value, first.target)
+        )
+    )
+    if not generic:
+        found = rebind.chains(fm, site, sorted({f.target.replace(" ", "") for f in flagged}))
+        if found:
+            return found if isinstance(found, str) else rebind.NOT_CHAINED
     if first.rule == "RL103":
         if alt:
             return None
@@ -194,7 +218,12 @@ def plan_statement(
         return _refresh_edit(fm, site, flagged, alt)
     if first.rule == "RL104":
         return _item_edit(fm, site, flagged, value, alt)
-    by_target = {f.target.replace(" ", ""): f for f in flagged}
+    # a finding of the statement itself first (a re-binding's finding joins its store's edit)
+    at_site = sorted(flagged, key=lambda f: site.first_line <= f.line <= site.last_line)
+    by_target = {f.target.replace(" ", ""): f for f in at_site}
+    chained = rebind.chains(fm, site, [t for t in site.targets if t and t in by_target])
+    if isinstance(chained, str):
+        return chained
     single = not site.is_tuple
     taken = set(site.names) | fm.module_names()
     plans: list[tuple[int, Plan]] = []
@@ -214,23 +243,29 @@ def plan_statement(
         p = _shape_for(f, store, single, fm, site, api, ind, alt)
         if p is None or isinstance(p, str):
             return p
-        if single and not p.needs_tmp:
+        if single and not p.needs_tmp and t not in chained:
             store = Store(t, value)
             p = _shape_for(f, store, single, fm, site, api, ind, alt)
         plans.append((i, p))
     if not plans:
         return "no flagged element of the statement"
     code = ""
-    if site.is_tuple or any(p.needs_tmp for _i, p in plans):
+    if site.is_tuple or chained or any(p.needs_tmp for _i, p in plans):
         lhs = ", ".join(tmps) if site.is_tuple else tmps[0]
         code += f"{lhs} = {value}\n"
     done = {i: p for i, p in plans}
     for i in range(len(site.targets)):
-        if i in done:
+        if i in done and site.targets[i] not in chained:
             code += done[i].code
-        elif site.is_tuple:
+        elif site.is_tuple and i not in done:
             code += f"{site.elements[i]} = {tmps[i]}\n"
-    edit = StmtEdit(site, flagged, [p for _i, p in plans], code, alt=alt)
+    local = {site.targets[i]: tmps[i] for i in done}
+    finals = {t: done[i].code for i, t in enumerate(site.targets) if t in chained}
+    parts = rebind.parts(fm, chained, local, finals)
+    for i, t in enumerate(site.targets):
+        if t in chained:
+            done[i].description += rebind.note(chained[t], local[t])
+    edit = StmtEdit(site, flagged, [p for _i, p in plans], code, alt=alt, parts=parts)
     for _i, p in plans:
         for imp in p.imports:
             if imp not in edit.imports:

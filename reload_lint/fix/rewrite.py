@@ -14,7 +14,7 @@ import difflib
 
 import libcst as cst
 
-from reload_lint.fix.locate import FileModel
+from reload_lint.fix.locate import FileModel, Site
 from reload_lint.fix.plan import StmtEdit
 
 
@@ -35,18 +35,18 @@ class _Replace(cst.CSTTransformer):
         return cst.FlattenSentinel(body)
 
 
-def _stmt_rewrite(fm: FileModel, ed: StmtEdit) -> list[str]:
+def _stmt_rewrite(
+    fm: FileModel, site: Site, code: str, around: tuple[str, str] | None = None
+) -> list[str]:
     """The lines of the edited statement, replaced (libcst on the statement alone, indented
     back to where it stood)."""
-    s, e = ed.site.first_line, ed.site.last_line
+    s, e = site.first_line, site.last_line
     lines = fm.lines[s - 1 : e]
     head = lines[0]
     lead = head[: len(head) - len(head.lstrip(" \t"))]
-    if ed.around is not None:
+    if around is not None:
         # the statement stays byte for byte; the shape's statements go around it
-        before, after = (
-            cst.parse_module(c, config=cst.PartialParserConfig()).code for c in ed.around
-        )
+        before, after = (cst.parse_module(c, config=cst.PartialParserConfig()).code for c in around)
         kept = list(lines)
         tail = not kept[-1].endswith("\n")
         if tail:
@@ -61,7 +61,7 @@ def _stmt_rewrite(fm: FileModel, ed: StmtEdit) -> list[str]:
     module = cst.parse_module(snippet)
     if len(module.body) != 1 or not isinstance(module.body[0], cst.SimpleStatementLine):
         raise ValueError("the store is not one simple statement")
-    out = module.visit(_Replace(ed.code, module.config_for_parsing)).code
+    out = module.visit(_Replace(code, module.config_for_parsing)).code
     new = [lead + ln if ln.strip() else ln for ln in out.splitlines(keepends=True)]
     if not lines[-1].endswith("\n") and new:
         new[-1] = new[-1].rstrip("\n")
@@ -85,11 +85,20 @@ def apply_edits(fm: FileModel, edits: list[StmtEdit], spans: dict | None = None)
     if not edits:
         return fm.text
     lines = list(fm.lines)
+    # every replaced statement: an edit's own, and its parts (a chain's re-bindings)
+    units = [
+        (site, code, around, ed)
+        for ed in edits
+        for site, code, around in [
+            (ed.site, ed.code, ed.around),
+            *((s, c, None) for s, c in ed.parts),
+        ]
+    ]
     sizes = {}
-    for ed in sorted(edits, key=lambda x: x.site.first_line, reverse=True):
-        new = _stmt_rewrite(fm, ed)
-        sizes[id(ed)] = len(new)
-        lines[ed.site.first_line - 1 : ed.site.last_line] = new
+    for site, code, around, _ed in sorted(units, key=lambda u: u[0].first_line, reverse=True):
+        new = _stmt_rewrite(fm, site, code, around)
+        sizes[id(site)] = len(new)
+        lines[site.first_line - 1 : site.last_line] = new
     bound = fm.module_names()
     imports: list[str] = []
     for ed in edits:
@@ -115,10 +124,12 @@ def apply_edits(fm: FileModel, edits: list[StmtEdit], spans: dict | None = None)
         lines[at:at] = imports
     if spans is not None:
         shift = len(imports)
-        for ed in sorted(edits, key=lambda x: x.site.first_line):
-            first = ed.site.first_line + shift
-            spans[id(ed)] = (first, first + sizes[id(ed)] - 1)
-            shift += sizes[id(ed)] - (ed.site.last_line - ed.site.first_line + 1)
+        for site, _code, _around, ed in sorted(units, key=lambda u: u[0].first_line):
+            first = site.first_line + shift
+            last = first + sizes[id(site)] - 1
+            a, b = spans.get(id(ed), (first, last))
+            spans[id(ed)] = (min(a, first), max(b, last))
+            shift += sizes[id(site)] - (site.last_line - site.first_line + 1)
         if helpers:
             spans["helpers"] = (len(lines) - sum(h.count("\n") for h in helpers), len(lines))
     return "".join(lines)
