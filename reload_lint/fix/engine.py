@@ -326,8 +326,21 @@ def _rebuild_sites(fs: FixSet, findings: list[Finding]) -> None:
         ]
         if not sites:
             continue
+        still = fs.still is not None and fs.still[_key(f)] > 0
+        if f.rule != "RL108" and still:
+            # the store's own codemod was refused, and with the object kept at its rebuild
+            # sites the re-audit still reports it: the kept object's own post-load stores a
+            # new tensor there again, so the rebuild sites alone do not fix it
+            rem = fs.remedies.get(id(f))
+            if rem is not None and rem.recipe:
+                rem.recipe += (
+                    f"; keeping the {cls} at its {len(sites)} rebuild site(s) leaves this "
+                    "store reported (the kept object's own post-load stores a new tensor "
+                    "here again)"
+                )
+            continue
         note = ""
-        if f.rule != "RL108" or (fs.still is not None and fs.still[_key(f)] > 0):
+        if still:
             note = (
                 "; a re-audit still lists the store (the analysis does not model the kept object)"
             )

@@ -138,3 +138,19 @@ def test_fix_refuses_release_sources(capsys, monkeypatch, tmp_path):
     code, out, err = run(capsys, "check", "--vllm", "9.9.9", "--fix")
     assert code == 2
     assert "--fix would edit the shared release sources" in err and "cp -r" in err
+
+
+def test_store_of_a_kept_object_is_not_claimed_fixed_by_its_rebuild_sites(
+    tmp_path, monkeypatch, capsys
+):
+    """A store whose own codemod the re-audit reports as RL108 (an object post-load rebuilds)
+    gets the rebuild sites' keep_object patch only when that makes the re-audit stop reporting
+    it; here the kept object's own post-load stores a new tensor again, so it stays manual."""
+    proj = project(tmp_path, "refused_kept_object_store")
+    monkeypatch.chdir(proj)
+    by_rule = {f["rule"]: f for f in _report(capsys)}
+    assert by_rule["RL105"]["remedy"]["shape"] == "keep_object"
+    rem = by_rule["RL102"]["remedy"]
+    assert rem["patch"] is None and rem["applicability"] == "display-only"
+    assert "still reports RL108" in rem["refused"]
+    assert "leaves this store reported" in rem["recipe"]
