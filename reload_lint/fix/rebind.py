@@ -114,17 +114,11 @@ def _hidden_use(node: ast.AST, base: str) -> str | None:
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute):
             if dotted(n.func.value) == base:
                 return f"calls `{base}.{n.func.attr}(...)`"
+    roots = {id(n.value) for n in ast.walk(node) if isinstance(n, ast.Attribute)}
     for n in ast.walk(node):
-        if dotted(n) == base and not _is_attribute_root(node, n):
+        if id(n) not in roots and dotted(n) == base:
             return f"uses `{base}` as a whole"
     return None
-
-
-def _is_attribute_root(tree: ast.AST, node: ast.AST) -> bool:
-    for n in ast.walk(tree):
-        if isinstance(n, ast.Attribute) and n.value is node:
-            return True
-    return False
 
 
 #: what a refused chain's recipe adds
