@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import shutil
 from pathlib import Path
 
@@ -27,3 +28,11 @@ def run(capsys, *argv) -> tuple[int, str, str]:
     code = main(list(argv))
     out, err = capsys.readouterr()
     return code, out, err
+
+
+def load_case(case: str, which: str):
+    """Import a golden case's ``before.py`` or ``after.py`` (our own fixture code) as a module."""
+    spec = importlib.util.spec_from_file_location(f"_{case}_{which}", CASES / case / which)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod

@@ -5,13 +5,12 @@ reason. The runtime test runs our own golden files on CPU."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import textwrap
 
 import pytest
-from _fix_util import CASES, project, run
+from _fix_util import CASES, load_case, project, run
 
 from reload_lint.fix import rebind
 from reload_lint.fix.locate import FileModel
@@ -156,18 +155,11 @@ def test_other_chains_read_on_their_locals():
 torch = pytest.importorskip("torch")
 
 
-def _load(case: str, which: str):
-    spec = importlib.util.spec_from_file_location(f"_{case}_{which}", CASES / case / which)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 @pytest.mark.parametrize("which", ["before.py", "after.py"])
 def test_reload_keeps_the_final_view(which):
     """A reload (new checkpoint values, post-load again) must reach the tensors the first
     post-load left on the layer, the transposed views a captured graph reads."""
-    mod = _load("rl101_rebind_chain", which)
+    mod = load_case("rl101_rebind_chain", which)
     layer = mod.LatentProjection()
     with torch.no_grad():
         layer.kv.copy_(torch.arange(1.0, 25.0).reshape(2, 3, 4))

@@ -5,24 +5,15 @@ is our own fixtures', never audited code."""
 
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
-from _fix_util import CASES
+from _fix_util import load_case
 
 torch = pytest.importorskip("torch")
 
 
-def _load(case: str, which: str):
-    spec = importlib.util.spec_from_file_location(f"_{case}_{which}", CASES / case / which)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 @pytest.mark.parametrize("which", ["before.py", "after.py"])
 def test_refresh_serves_the_reloaded_values(which):
-    mod = _load("rl201_refresh", which)
+    mod = load_case("rl201_refresh", which)
     source = torch.nn.Parameter(torch.ones(4, dtype=torch.bfloat16), requires_grad=False)
     impl = mod.GateBiasImpl(source)
     impl.process_weights_after_loading(torch.bfloat16)
@@ -37,7 +28,7 @@ def test_refresh_serves_the_reloaded_values(which):
 
 
 def test_late_bind_reads_the_registered_buffer():
-    mod = _load("rl103_late_bind_same_keyword", "after.py")
+    mod = load_case("rl103_late_bind_same_keyword", "after.py")
 
     class Cfg:
         reorder = True
@@ -60,7 +51,7 @@ def test_late_bind_reads_the_registered_buffer():
 def test_keep_register_copies_into_the_buffer_a_deferred_layer_keeps():
     """A deferred layer's post-load runs again on live tensors: the buffer registered on the
     first pass is still there, and the fix copies the new inverse into it."""
-    layer = _load("rl109_keep_register", "after.py").LatentAttention()
+    layer = load_case("rl109_keep_register", "after.py").LatentAttention()
     layer.process_weights_after_loading(torch.float32)
     buf = layer._k_scale_inv
     with torch.no_grad():
@@ -71,7 +62,7 @@ def test_keep_register_copies_into_the_buffer_a_deferred_layer_keeps():
 
 
 def test_keep_copies_the_reloaded_scale_into_the_one_the_config_bound():
-    mod = _load("rl107_keep", "after.py")
+    mod = load_case("rl107_keep", "after.py")
     experts = mod.GroupedExperts()
     layer = torch.nn.Module()
     experts.create_weights(layer, 3)
@@ -85,7 +76,7 @@ def test_keep_copies_the_reloaded_scale_into_the_one_the_config_bound():
 
 
 def test_keep_item_copies_into_the_tensor_the_dict_kept():
-    table = _load("rl104_keep_item", "after.py").GainTable()
+    table = load_case("rl104_keep_item", "after.py").GainTable()
     layer = torch.nn.Module()
     layer.w13_input_scale = torch.nn.Parameter(torch.full((2,), 2.0), requires_grad=False)
     table.process_weights_after_loading(layer)
