@@ -39,6 +39,7 @@ count as new storage (analysis/calls.py).
 
 from __future__ import annotations
 
+from reload_lint.analysis.oracles import const_index
 from reload_lint.index.extract import DTYPE_ALIASES, dotted
 from reload_lint.index.project import ProjectIndex
 
@@ -217,7 +218,7 @@ class Dtypes:
             if not base:
                 return base  # `x = x[:n]`: the other bindings of x decide
             idx = e[2]
-            pos = int(idx[2]) if idx[0] == "k" and idx[1] == "int" and _is_int(idx[2]) else None
+            pos = const_index(idx)
             out: set = set()
             for it in base:
                 if it[0] == "T":
@@ -578,11 +579,3 @@ def _stores(f: dict, me, attr: str):
                 and e[2][0] == ("k", "str", attr)
             ):
                 yield e[2][1], -1
-
-
-def _is_int(text) -> bool:
-    try:
-        int(text)
-    except (TypeError, ValueError):
-        return False
-    return True

@@ -174,7 +174,7 @@ class Oracles:
         if k == "s":
             base = self.expr(mod, f, e[1], line, depth + 1, env)
             idx = e[2]
-            pos = int(idx[2]) if idx[0] == "k" and idx[1] == "int" and _is_int(idx[2]) else None
+            pos = const_index(idx)
             out: set = set()
             for item in base:
                 if item[0] == "L":
@@ -528,9 +528,11 @@ def _classes(vals: frozenset) -> list[tuple]:
     return sorted(item for item in vals if item[0] == "C")
 
 
-def _is_int(text) -> bool:
+def const_index(idx) -> int | None:
+    """The value of a subscript whose index is an int literal (``x[1]``, ``x[-1]``), else None."""
+    if idx[0] != "k" or idx[1] != "int":
+        return None
     try:
-        int(text)
+        return int(idx[2])
     except (TypeError, ValueError):
-        return False
-    return True
+        return None
