@@ -194,24 +194,35 @@ class FileModel:
     def owns_lines(self, st: ast.stmt) -> bool:
         return self._own_lines(st)
 
-    def _own_lines(self, st: ast.stmt) -> bool:
-        """Whether the statement is alone on its lines inside a block body (not `if c: x = y`,
-        not `a = 1; x = y`)."""
+    def block_of(self, st: ast.stmt) -> tuple[list[ast.stmt], int] | None:
+        """The statement list holding ``st`` (its parent's body, orelse or finalbody) and its
+        index there; None when it is in none of them."""
         parent = self.parents.get(id(st))
         for fld in ("body", "orelse", "finalbody"):
             seq = getattr(parent, fld, None)
-            if isinstance(seq, list) and st in seq:
-                i = seq.index(st)
-                prev = seq[i - 1] if i else None
-                nxt = seq[i + 1] if i + 1 < len(seq) else None
-                if prev is not None and prev.end_lineno == st.lineno:
-                    return False
-                if nxt is not None and nxt.lineno == st.end_lineno:
-                    return False
-                if parent is not self.tree and getattr(parent, "lineno", 0) == st.lineno:
-                    return False
-                return self.lines[st.lineno - 1][: st.col_offset].strip() == ""
-        return False
+            if isinstance(seq, list):
+                for i, s in enumerate(seq):
+                    if s is st:
+                        return seq, i
+        return None
+
+    def _own_lines(self, st: ast.stmt) -> bool:
+        """Whether the statement is alone on its lines inside a block body (not `if c: x = y`,
+        not `a = 1; x = y`)."""
+        where = self.block_of(st)
+        if where is None:
+            return False
+        seq, i = where
+        prev = seq[i - 1] if i else None
+        nxt = seq[i + 1] if i + 1 < len(seq) else None
+        if prev is not None and prev.end_lineno == st.lineno:
+            return False
+        if nxt is not None and nxt.lineno == st.end_lineno:
+            return False
+        parent = self.parents.get(id(st))
+        if parent is not self.tree and getattr(parent, "lineno", 0) == st.lineno:
+            return False
+        return self.lines[st.lineno - 1][: st.col_offset].strip() == ""
 
     def module_names(self) -> set[str]:
         """Names bound at the module's top (defs, classes, imports, assignments)."""

@@ -53,15 +53,6 @@ class Chain:
         return self.links[-1]
 
 
-def _block(fm: FileModel, st: ast.stmt) -> tuple[list[ast.stmt], int] | None:
-    parent = fm.parents.get(id(st))
-    for fld in ("body", "orelse", "finalbody"):
-        seq = getattr(parent, fld, None)
-        if isinstance(seq, list) and any(s is st for s in seq):
-            return seq, next(i for i, s in enumerate(seq) if s is st)
-    return None
-
-
 def _reads(node: ast.AST | None, target: str) -> bool:
     if node is None:
         return False
@@ -137,7 +128,7 @@ def chains(fm: FileModel, site: Site, targets: list[str]) -> dict[str, Chain] | 
 
 def _chains(fm: FileModel, site: Site, targets: list[str]) -> dict[str, Chain] | str:
     found: dict[str, list[ast.stmt]] = {}
-    where = _block(fm, site.node)
+    where = fm.block_of(site.node)
     if where is None:
         return {}
     seq, i = where
@@ -218,7 +209,7 @@ def _head(fm: FileModel, site: Site, target: str) -> Site | str | None:
     st = site.node
     if not _reads(site.value, target):
         return None
-    where = _block(fm, st) if _is_rebinding(st, target) else None
+    where = fm.block_of(st) if _is_rebinding(st, target) else None
     if where is not None:
         seq, i = where
         for prev in reversed(seq[:i]):
