@@ -10,6 +10,7 @@ check each, the way a regression would, and the CPU tests must catch every one
     standins   the MoE harness drops the row's stand-ins (FamilyRecipe._construct_moe)
     lent       a storage another finding names closer is kept as the finding's own (ownership)
     kind       a callable replaced by another kind before the capture keeps its store's verdict
+    also       the stores folded into a finding (its ``also``) are not linked as its own
 
 For each mutant the script copies the checkout (without .git) to a temporary folder, applies the
 one textual change (the snippet must occur exactly once: a drifted snippet is an error, not a
@@ -67,6 +68,12 @@ MUTANTS: dict[str, tuple[str, str, str, list[str]]] = {
         "            if got is not None and got != kind:\n",
         "            if False:\n",
         [f"{TRUTH}::test_a_lambda_replaced_at_once_by_a_partial_is_not_lent_the_partials_red"],
+    ),
+    "also": (
+        "reload_lint/confirm/pipeline.py",
+        "            paths += sorted({p for ps in also.values() for p in ps} - set(paths))\n",
+        "            pass\n",
+        [f"{TRUTH}::test_a_store_folded_into_a_finding_is_its_own_store"],
     ),
 }
 

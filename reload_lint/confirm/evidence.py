@@ -15,7 +15,7 @@ from pathlib import Path
 from reload_lint import __version__
 from reload_lint.fsutil import atomic_write_text
 
-EVIDENCE_SCHEMA_VERSION = "1.3"
+EVIDENCE_SCHEMA_VERSION = "1.4"
 
 #: red: a linked storage the captured graph reads moved or was freed (confirmed);
 #: green: the linked storages stayed put and the replay matched a cold load (not confirmed);

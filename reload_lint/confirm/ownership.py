@@ -7,6 +7,8 @@ a rebuilt experts object under ``moe_kernel``). Two findings can therefore link 
   below its target), ``self.moe_kernel`` reaches it three steps down through the experts object
   that aliases it. The storage is the closer finding's store; the rebuilt object only borrows
   it, and a fix of ``layer.w13_weight`` repairs both. It is *lent* to the farther finding.
+* a store folded into a finding (its ``also``: one storage, one finding) is the finding's own
+  store: its paths are linked with the finding's and measured from the nearer target.
 * the object at the finding's target at capture is not the kind of object the flagged line
   stores: the line stores a lambda (its tensors sit in ``<closure:...>`` cells) but the
   captured ``self.act_perm`` is a ``functools.partial`` (its tensors sit in ``kw[...]``): another
@@ -61,6 +63,13 @@ def depth(path: str, target: str) -> int:
     return 1 << 20
 
 
+def reach_depth(path: str, fingerprint: str, target: str, census: dict) -> int:
+    """``depth`` below the closest of the finding's own target and the targets of the stores
+    folded into it (the census's ``also``: they are the finding's own stores)."""
+    folded = (census.get("also") or {}).get(fingerprint) or {}
+    return min(depth(path, t) for t in (target, *folded.get("targets", ())))
+
+
 def stored_kind(message: str) -> str | None:
     """``closure`` or ``partial`` when the finding stores a callable that captures tensors."""
     m = _KIND.search(message or "")
@@ -102,7 +111,7 @@ def own_links(
                     "another store of the target replaced it before the capture"
                 )
                 continue
-        mine = depth(p, target)
+        mine = reach_depth(p, fingerprint, target, census)
         key = storage.get(p)
         closer = None
         if key is not None:
@@ -110,7 +119,7 @@ def own_links(
                 if fp == fingerprint or fp not in targets:
                     continue
                 for q in paths:
-                    if storage.get(q) == key and depth(q, targets[fp]) < mine:
+                    if storage.get(q) == key and reach_depth(q, fp, targets[fp], census) < mine:
                         closer = (fp, q)
                         break
                 if closer:

@@ -360,16 +360,26 @@ def _send_refused(run: Run, error: str, precondition: str, **extra) -> None:
 
 def stage_census(run: Run) -> None:
     from reload_lint.confirm.recorder import take_census
-    from reload_lint.confirm.targets import link_rows
+    from reload_lint.confirm.targets import also_links, link_rows
 
     run.rows = take_census(run.manifest)
     linked = {}
+    folded = {}
     for f in run.spec["findings"]:
         own = run.fixes.get(f.get("canonical", ""))
         extra = own.links if (own is not None and run.spec.get("fixed")) else ()
         if run.spec.get("overlay"):
             extra = tuple(run.spec.get("links", ()))  # the patch's new homes for the tensor
-        linked[f["fingerprint"]] = [r.path for r in link_rows(f, run.manifest, run.rows, extra)]
+        paths = [r.path for r in link_rows(f, run.manifest, run.rows, extra)]
+        # the stores folded into the finding are its own stores too: one storage, one finding
+        also = also_links(f, run.manifest)
+        if also:
+            folded[f["fingerprint"]] = {
+                "targets": [a.get("target", "") for a in f.get("also") or ()],
+                "links": also,
+            }
+            paths += sorted({p for ps in also.values() for p in ps} - set(paths))
+        linked[f["fingerprint"]] = paths
     empty = [
         f["fingerprint"]
         for f in run.spec["findings"]
@@ -382,6 +392,7 @@ def stage_census(run: Run) -> None:
         linked=linked,
         none_targets=empty,
         targets=targets,
+        also=folded,
     )
 
 

@@ -33,6 +33,12 @@ class Site:
             "symbol": f.symbol,
             "path": f.path,
             "canonical": self.canonical,
+            # the stores folded into this finding (one storage, one finding): their storages
+            # are the finding's own too (targets.also_links)
+            "also": [
+                {k: a.get(k) for k in ("fingerprint", "target", "path", "line")}
+                for a in f.also or ()
+            ],
         }
 
 

@@ -105,6 +105,11 @@ def _marks(r: dict) -> str:
         out.append("harness reads or stand-in storage: " + "; ".join(r["harness_reads"][:2]))
     if r.get("shared_build"):
         out.append("shared build: other clusters' storages escaped too")
+    folded = folded_escaped(r)
+    if folded:
+        out.append(
+            "folded stores escaped: " + ", ".join(f"{a['target']} :{a['line']}" for a in folded)
+        )
     lent = (r.get("census") or {}).get("lent") or {}
     if lent:
         out.append(f"{len(lent)} linked storage(s) are other stores'")
@@ -112,6 +117,21 @@ def _marks(r: dict) -> str:
         o = r["regraded_from"]
         out.append(f"was {o['verdict']}" + (f" ({o['failure']})" if o.get("failure") else ""))
     return "; ".join(out)
+
+
+def folded_escaped(r: dict) -> list[dict]:
+    """The stores folded into the record's finding (census ``also``, schema 1.4) whose line ran
+    and whose own storage moved or was freed while the capture read it."""
+    census = r.get("census") or {}
+    rows = {row["path"]: row for row in census.get("rows") or []}
+    out = []
+    for a in (census.get("also") or {}).values():
+        if a.get("ran") is False:
+            continue
+        hit = [rows[p] for p in a.get("linked", ()) if p in rows]
+        if any((x["moved"] or x["freed"]) and x["graph_visible"] for x in hit):
+            out.append(a)
+    return out
 
 
 def figures(findings: list[dict], sites: dict[str, dict]) -> dict:
@@ -122,6 +142,7 @@ def figures(findings: list[dict], sites: dict[str, dict]) -> dict:
     clusters_all: set = set()
     clusters_stock: set = set()
     observed_sites: set = set()
+    observed_lines = 0
     observed_clusters: dict[str, bool] = {}
     forced: Counter = Counter()
     harness = 0
@@ -146,6 +167,7 @@ def figures(findings: list[dict], sites: dict[str, dict]) -> dict:
             clusters_stock.add(st[0]["cluster"])
         if st and st[0]["grade"] == "red-observed" and st[1] and st[1]["grade"] == "green":
             observed_sites.add(f["fingerprint"])
+            observed_lines += 1 + len(folded_escaped(st[0]))
             c = st[0].get("cluster") or f["fingerprint"]
             alone = any(
                 r["grade"] == "red-observed" and not r.get("shared_build") for r in s["stock_all"]
@@ -158,6 +180,7 @@ def figures(findings: list[dict], sites: dict[str, dict]) -> dict:
         "clusters": len(clusters_all),
         "clusters_stock": len(clusters_stock),
         "observed_sites": len(observed_sites),
+        "observed_lines": observed_lines,
         "observed_clusters": len(observed_clusters),
         "observed_isolated": sum(observed_clusters.values()),
         "forced": forced,
@@ -216,7 +239,9 @@ def render(findings_doc: dict, evidence_doc: dict) -> str:
         f"- red with an observed failure under stock reload and green when fixed: "
         f"{fig['observed_sites']} sites in {fig['observed_clusters']} clusters "
         f"({fig['observed_isolated']} from a build where only that cluster's storage escaped, "
-        f"{fig['observed_clusters'] - fig['observed_isolated']} from a shared build)",
+        f"{fig['observed_clusters'] - fig['observed_isolated']} from a shared build); the "
+        f"store lines they cover, their own and the folded stores whose own storage escaped "
+        f"and was read in the same record: {fig['observed_lines']}",
         "- red findings whose red record forces a platform-only path on this GPU: "
         + (
             ", ".join(f"{n} {p}" for p, n in sorted(fig["forced"].items()))

@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from reload_lint.confirm.decide import census_links, judge, reach
+from reload_lint.confirm.decide import census_links, executed_lines, judge, reach
 from reload_lint.confirm.evidence import EvidenceRecord
 from reload_lint.confirm.fixedside import fix_fields, fixed_runs, prepare_sources
 from reload_lint.confirm.patched import cleanup
@@ -332,7 +332,7 @@ def _record(site: Site, recipe, spec, msgs, outcome, opts, t0) -> EvidenceRecord
         family=recipe.family,
         reload_path=load_a.get("reload_path"),
         **fix_fields(site.canonical, recipe, spec, fx),
-        census=summarize_census(census, f),
+        census=summarize_census(census, f, executed_lines(msgs)),
         pressure={k: v for k, v in pressure.items() if k not in ("stage", "ok", "t")},
         replay={k: v for k, v in replay.items() if k not in ("stage", "ok", "t")},
         stages=stages,
@@ -349,14 +349,15 @@ def _record(site: Site, recipe, spec, msgs, outcome, opts, t0) -> EvidenceRecord
     )
 
 
-def summarize_census(census: dict | None, finding) -> dict:
+def summarize_census(census: dict | None, finding, executed=None) -> dict:
     """The census as the record keeps it: ``linked`` the finding's own paths, ``lent`` the
-    linked paths that are another finding's store (ownership.py), with why."""
+    linked paths that are another finding's store (ownership.py), with why; ``also`` each store
+    folded into the finding with its own paths among them and whether its line ran."""
     if census is None:
         return {}
     rows = census["rows"]
     own, lent = census_links(finding, census)
-    return {
+    out = {
         "linked": own,
         "lent": lent,
         "shared_with": shared_with(finding.fingerprint, census),
@@ -366,6 +367,31 @@ def summarize_census(census: dict | None, finding) -> dict:
         "freed": sum(1 for r in rows if r["freed"]),
         "rows": rows,
     }
+    folded = (census.get("also") or {}).get(finding.fingerprint)
+    if folded:
+        out["also"] = folded_stores(finding, folded["links"], own, executed)
+    return out
+
+
+def folded_stores(finding, links: dict, own: list[str], executed) -> dict:
+    """Per store folded into the finding: where it is, its own linked paths (those of its
+    target that are the finding's own), and whether its line ran (None: no line trace)."""
+    mine = set(own)
+    out = {}
+    for a in finding.also or ():
+        key = a.get("fingerprint") or a.get("target", "")
+        ran = None
+        if executed is not None:
+            ran = a.get("line") in set(executed.get(a.get("path", ""), ()))
+        out[key] = {
+            "rule": a.get("rule"),
+            "path": a.get("path"),
+            "line": a.get("line"),
+            "target": a.get("target"),
+            "linked": [p for p in links.get(key, ()) if p in mine],
+            "ran": ran,
+        }
+    return out
 
 
 def shared_with(fingerprint: str, census: dict) -> dict:

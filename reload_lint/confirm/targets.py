@@ -67,6 +67,17 @@ def linked_paths(target: str, symbol: str, manifest) -> set[str]:
     return out
 
 
+def also_links(finding: dict, manifest) -> dict[str, list[str]]:
+    """The recorded paths each store folded into the finding (its ``also``) names, by that
+    store's fingerprint. A folded store's class is not in the findings JSON, so a ``self.X``
+    target links on any owner that holds an ``X``."""
+    out: dict[str, list[str]] = {}
+    for a in finding.get("also") or ():
+        paths = linked_paths(a.get("target", ""), "", manifest)
+        out[a.get("fingerprint") or a.get("target", "")] = sorted(paths)
+    return out
+
+
 def link_rows(finding: dict, manifest, rows, extra_targets=()) -> list:
     """Census rows of the storages the finding's target (or a fix's new home for it) names."""
     paths = linked_paths(finding.get("target", ""), finding.get("symbol", ""), manifest)

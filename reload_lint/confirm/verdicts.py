@@ -108,10 +108,17 @@ def legacy_messages(rec: dict, run: list[dict]) -> tuple[list[dict], dict]:
             for fp, other in (census.get("shared_with") or {}).items():
                 linked.setdefault(fp, list(other.get("paths", [])))
                 targets.setdefault(fp, other.get("target", ""))
+            # the stores folded into each finding (1.4: the census's ``also``)
+            also = {
+                o["fingerprint"]: {"targets": [a.get("target", "") for a in folded.values()]}
+                for o in run
+                if (folded := (o.get("census") or {}).get("also"))
+            }
             m.update(
                 rows=census.get("rows") or [],
                 linked=linked,
                 targets=targets,
+                also=also,
                 none_targets=[
                     o["fingerprint"] for o in run if "(it is None on this backend)" in o["reason"]
                 ],

@@ -18,6 +18,9 @@ checkpoint-format parameters with weight loaders, whose ``process_weights_after_
 * UnreadStats          a post-load tensor apply never reads (unread, whatever moves).
 * AliasingExperts      a rebuilt experts object holding the layer's own unregistered
                        permutation (another finding's store) and a constant of its own.
+* FoldedScale          NVFP4's shape: a rebuilt kernel object that holds no tensor, and a
+                       global scale kept as a plain layer attribute that the engine folds into
+                       the object's finding (its ``also``): the finding's own store.
 """
 
 from __future__ import annotations
@@ -420,4 +423,37 @@ class AliasingExpertsRecipe(FixtureRecipe):
                 ),
                 "copy the rebuilt experts' tensors into the captured storages",
             ),
+        }
+
+
+class TensorlessRunner:
+    def __init__(self, n: int):
+        self.n = n  # what the kernel dispatches on; no tensor
+
+
+class FoldedScaleKernel:
+    def process_weights_after_loading(self, layer):
+        layer.gscale = (layer.weight.abs().amax() / 4.0).reshape(1)
+        self.runner = TensorlessRunner(layer.out_features)
+
+    def apply(self, layer, x):
+        return (x @ layer.weight.t()) * layer.gscale
+
+
+@register
+class FoldedScaleRecipe(FixtureRecipe):
+    name = "fixture-folded-scale"
+    family = "fixture (a folded store: NVFP4 global scale)"
+    classes = ("FoldedScaleKernel", "TensorlessRunner")
+    kernel_cls = FoldedScaleKernel
+
+    def fixes(self):
+        # the host finding's patch keeps its folded store too, as the codemod's does
+        return {
+            "self.runner": Fix(
+                "self.runner",
+                "registration",
+                lambda: fx.register(FoldedScaleKernel, "layer.gscale"),
+                "register layer.gscale so the copy-back preserves it",
+            )
         }

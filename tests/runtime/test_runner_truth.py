@@ -8,6 +8,7 @@ verdict a broken runner would get wrong:
 * a storage the capture never read is unread, not red (the dispatch recorder decides reads);
 * a lambda replaced at once by a partial is not lent the partial's red (its own store);
 * a rebuilt object is not lent a storage that is another finding's store (ownership);
+* a store folded into a finding (its ``also``) is the finding's own: its red is the finding's;
 * a census-tier MoE row builds at census tier with its stand-ins (never replay);
 * the committed H200 records re-derive from their stored stage data to their stored verdicts.
 
@@ -158,6 +159,35 @@ def test_a_rebuilt_object_is_not_lent_a_storage_that_is_another_findings_store()
     assert len(alone["isolation"]) == 1 and alone["isolation"][0].startswith("registration")
     alone = out[sort_idx.fingerprint]["isolated"]
     assert alone["grade"] == "green" and alone["isolation"][0].startswith("reuse rebuilt")
+
+
+def test_a_store_folded_into_a_finding_is_its_own_store():
+    k = "FoldedScaleKernel"
+    scale = finding(k, "layer.gscale =", "layer.gscale", "RL101")
+    host = finding(k, "self.runner =", "self.runner", "RL105")
+    host.also = [
+        {
+            "rule": scale.rule,
+            "path": scale.path,
+            "line": scale.line,
+            "target": scale.target,
+            "fingerprint": scale.fingerprint,
+        }
+    ]
+    out, _ = run(host)
+    bug = out[host.fingerprint]["bug"]
+    # the object holds no tensor; the scale folded into its finding moved, and apply read it
+    assert bug["census"]["linked"] == ["layer.gscale"], bug["reason"]
+    assert bug["grade"] == "red-observed" and bug["failure"] == "stale read", bug["reason"]
+    [folded] = bug["census"]["also"].values()
+    assert folded["linked"] == ["layer.gscale"] and folded["ran"] is True
+    assert folded["line"] == scale.line and bug["cluster"]
+    # the host's patch keeps the folded store: green
+    assert out[host.fingerprint]["fixed"]["grade"] == "green"
+    # without the fold the object alone holds nothing the graph reads
+    host.also = []
+    out, _ = run(host)
+    assert out[host.fingerprint]["bug"]["grade"] == "not-applicable"
 
 
 # -- the MoE harness at census tier, against stand-in vLLM modules ------------------------------
