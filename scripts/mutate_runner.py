@@ -14,13 +14,15 @@ check each, the way a regression would, and the CPU tests must catch every one
 
 For each mutant the script copies the checkout (without .git) to a temporary folder, applies the
 one textual change (the snippet must occur exactly once: a drifted snippet is an error, not a
-pass), runs the mutant's tests there with ``-x`` and expects them to fail. The unmutated copy
-runs first and must pass.
+pass), runs the mutant's tests there with ``-x`` and expects a test to *fail* (pytest's exit
+code 1). A mutant that stops the tests from running at all (an import or collection error,
+exit 2-5) is an error, not a kill: it shows nothing about what the tests check. The unmutated
+copy runs first and must pass.
 
     python scripts/mutate_runner.py [--only NAME ...] [--keep]
 
-Exit codes: 0 every mutant killed, 1 a mutant survived or the baseline failed, 2 a snippet is
-missing or ambiguous.
+Exit codes: 0 every mutant killed, 1 a mutant survived, errored or the baseline failed, 2 a
+snippet is missing or ambiguous.
 """
 
 from __future__ import annotations
@@ -98,6 +100,15 @@ def _pytest(where: Path, tests: list[str]) -> tuple[int, str]:
     return p.returncode, tail[0]
 
 
+def outcome(rc: int) -> str:
+    """What a mutant's test run shows: ``killed`` only when a test ran and failed (pytest exit
+    code 1); ``survived`` when every test passed; ``error`` when pytest could not run them
+    (interrupted by a collection or import error, internal error, usage error, no tests)."""
+    if rc == 0:
+        return "survived"
+    return "killed" if rc == 1 else "error"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", nargs="*", choices=sorted(MUTANTS), help="mutants to run")
@@ -130,15 +141,15 @@ def main(argv: list[str] | None = None) -> int:
             f.write_text(f.read_text(encoding="utf-8").replace(old, new), encoding="utf-8")
             t0 = time.monotonic()
             rc, tail = _pytest(where, tests)
-            killed = rc != 0
-            if not killed:
-                survived.append(name)
+            got = outcome(rc)
+            if got != "killed":
+                survived.append(f"{name} ({got}, pytest exit {rc})")
             print(
-                f"mutant {name}: {'killed' if killed else 'SURVIVED'} "
+                f"mutant {name}: {got if got == 'killed' else got.upper()} "
                 f"({tail}; {time.monotonic() - t0:.0f}s)"
             )
         if survived:
-            print(f"survived: {', '.join(survived)}", file=sys.stderr)
+            print(f"not killed: {', '.join(survived)}", file=sys.stderr)
             return 1
         print(f"all {len(names)} mutants killed")
         return 0
