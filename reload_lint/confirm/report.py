@@ -7,7 +7,10 @@ it is, the "under a precondition" column the most decisive one made with a preco
 refusal). Grades (``evidence.GRADES``) rank red-observed, masked, red-unobserved, unread, green,
 not-applicable, inconclusive. The headline counts findings per grade for each, the storage
 clusters (``verdicts.py``) and the clusters red with an observed failure under stock reload whose
-fixed side is green. Evidence older than schema 1.3 is re-derived first (``verdicts.upgrade``).
+fixed side is green. A finding's row shows its deciding records; every record, bug and fixed
+side, is listed after the table with what it stands on (its tier and stand-ins, preconditions,
+the platform path and flags it forces, harness reads, grade, cluster). Evidence older than
+schema 1.3 is re-derived first (``verdicts.upgrade``).
 
     python -m reload_lint.confirm.report FINDINGS EVIDENCE -o PAGE
 """
@@ -273,25 +276,99 @@ def render(findings_doc: dict, evidence_doc: dict) -> str:
         head = (s["stock"] or s["pre"])[0]
         backend = (head.get("backend") or "-").rsplit(".", 1)[-1]
         why = head["reason"]
-        if s["others"]:
-            why += "; also " + ", ".join(
-                f"{(o.get('recipe') or '-').rsplit(':', 1)[-1]}: {o.get('grade')}"
-                for o in s["others"]
-            )
         cluster = head.get("cluster") or "-"
         marks = _marks(head)
         if s["pre"] and s["pre"][0] is not head:
             extra = [m for m in _marks(s["pre"][0]).split("; ") if m and m not in marks]
             if extra:
                 marks += ("; " if marks else "") + "precondition record: " + "; ".join(extra)
+        if s["others"]:
+            grades = Counter(o.get("grade") or "inconclusive" for o in s["others"])
+            more = (
+                f"{len(s['others'])} more bug-side record(s) ("
+                + ", ".join(f"{grades[g]} {g}" for g in GRADES if grades[g])
+                + "; every record, below)"
+            )
+            marks = (
+                (marks if len(marks) <= 180 else marks[:179] + "…") + "; " + more if marks else more
+            )
         lines.append(
             f"| {site} | {f['rule']} | `{f['target']}` | {head.get('row') or '-'} | "
             f"{head.get('tier') or '-'} | {cluster} | {_cell(s['stock'])} | "
             f"{_fixed_cell(s['stock'])} | {_cell(s['pre'])} | {_fixed_cell(s['pre'])} | "
-            f"{backend} | {_short(marks, 220) or '-'} | {_short(why)} |"
+            f"{backend} | {_short(marks, 260) or '-'} | {_short(why)} |"
         )
+    lines += records_section(records)
     lines += diff_section(findings_doc["findings"], records)
     return "\n".join(lines) + "\n"
+
+
+def _side(r: dict) -> str:
+    if r.get("fixed"):
+        sha = r.get("fix_patch_sha256")
+        return f"fixed ({r.get('fix_source') or 'monkeypatch'}{' ' + sha[:8] if sha else ''})"
+    return "bug, isolated rerun" if r.get("isolation") else "bug"
+
+
+def _tier(r: dict) -> str:
+    tier = r.get("tier") or "none"
+    if r.get("standins"):
+        tier += " (stand-ins: " + ", ".join(r["standins"]) + ")"
+    return tier
+
+
+def records_section(records: list[dict]) -> list[str]:
+    """Every record, one line each: what its verdict stands on. A census-tier record names
+    its tier and stand-ins, a record made under a precondition names it, a row forcing a
+    platform-only path names the platform and the flags, harness reads are marked."""
+    lines = [
+        "",
+        "## Every record",
+        "",
+        "One line per record, bug side and fixed side (the table above shows each finding's "
+        "deciding records). `tier`: `replay` (a replay ran), `census` (no replay: stand-ins for "
+        "ops this GPU lacks, or a build that stopped before it, as a masked reload does), "
+        "`none` (no census taken); `precondition`: `stock` for vLLM's reload as it is, else the "
+        "fix applied on both sides so the reload gets past a refusal; `forces`: the "
+        "platform-only path the row forces on this GPU, with the flags set; `harness reads`: "
+        "the record's own storages read by the runner's code or held by a stand-in.",
+        "",
+        "| site | target | side | build | tier | precondition | forces | harness reads | grade "
+        "| cluster |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    order = sorted(
+        records,
+        key=lambda r: (
+            r["path"],
+            r["line"],
+            r["target"],
+            bool(r.get("fixed")),
+            bool(r.get("preconditions")),
+            r.get("recipe") or "",
+        ),
+    )
+    for r in order:
+        site = f"`{r['path'].removeprefix('vllm/model_executor/')}:{r['line']}`"
+        grade = r.get("grade") or r["verdict"]
+        if r.get("failure") and grade != "masked":
+            grade += f" ({r['failure']})"
+        forced = r.get("forced")
+        forces = "-"
+        if forced:
+            flags = ", ".join(forced.get("flags", []) + forced.get("env", []))
+            forces = forced["platform"] + (f" ({flags})" if flags else "")
+        cluster = r.get("cluster") or "-"
+        if r.get("cluster") and r.get("shared_build"):
+            cluster += ", shared build"
+        lines.append(
+            f"| {site} | `{r['target']}` | {_side(r)} | "
+            f"{(r.get('recipe') or '-').removeprefix('family:')} | {_short(_tier(r), 1000)} | "
+            f"{'+'.join(precondition_names(r)) or 'stock'} | {_short(forces, 400)} | "
+            f"{_short('; '.join(r.get('harness_reads') or []), 160) or '-'} | {grade} | "
+            f"{cluster} |"
+        )
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from collections import Counter
 
+from reload_lint.confirm.evidence import GRADES
 from reload_lint.confirm.patched import finding_patch, sha256_text
+from reload_lint.confirm.verdicts import grade_from, precondition_names
 
 
 def fixed_cell(fixed: dict | None) -> str:
@@ -26,13 +28,20 @@ def headline(evidence: list[dict], sites: dict) -> list[str]:
     by_source: dict[str, Counter] = {}
     for r in evidence:
         if r.get("fixed"):
-            by_source.setdefault(r.get("fix_source") or "monkeypatch", Counter())[r["verdict"]] += 1
+            how = r.get("fix_source") or "monkeypatch"
+            if r.get("preconditions"):
+                how += " under a precondition"
+            grade = r.get("grade") or grade_from(
+                r["verdict"], r.get("failure"), r.get("reason", "")
+            )
+            by_source.setdefault(how, Counter())[grade] += 1
     out = []
     if by_source:
+        # by grade, in GRADES order: a fixed side that is not-applicable is not counted green
         out.append(
             "- fixed-side records by fix source: "
             + "; ".join(
-                f"{how}: " + ", ".join(f"{n} {v}" for v, n in sorted(c.items()))
+                f"{how}: " + ", ".join(f"{c[g]} {g}" for g in GRADES if c[g])
                 for how, c in sorted(by_source.items())
             )
         )
@@ -90,8 +99,10 @@ def diff_section(findings: list[dict], evidence: list[dict]) -> list[str]:
     for (path, line, target, sha), recs in groups.items():
         site = f"{path.removeprefix('vllm/model_executor/')}:{line}"
         verdicts = ", ".join(
-            f"{(r.get('recipe') or '-').removeprefix('family:')}: {r['verdict']}"
+            f"{(r.get('recipe') or '-').removeprefix('family:')}: {r.get('grade') or r['verdict']}"
             + (f" ({r['failure']})" if r.get("failure") else "")
+            + (f" under {'+'.join(precondition_names(r))}" if r.get("preconditions") else "")
+            + (f", {r.get('tier') or 'no'} tier" if r.get("tier") != "replay" else "")
             for r in recs
         )
         r = recs[0]

@@ -95,7 +95,8 @@ def test_page_counts_by_fix_source_and_shows_the_proved_diff():
         "b" * 20: (ev[2], ev[3], []),
     }
     head = "\n".join(headline(ev, sites))
-    assert "codemod: 1 green; monkeypatch: 1 red" in head
+    # by grade: the monkeypatch's red saw no failure at replay (its record names none)
+    assert "codemod: 1 green; monkeypatch: 1 red-unobserved" in head
     assert (
         "(no precondition): 2 sites; green with the codemod's patch, each in an isolated run: 1"
         in head
