@@ -210,20 +210,44 @@ def _side_text(side: list[Match], fixed: bool) -> str:
         text += f" via {top.via}" + ("" if fixed else f" from {r.site}")
     if r.reason:
         text += f": {r.reason}"
-    others: dict[str, list[str]] = {}
+    # the row's other records by grade and by what each stands on (a census tier, a
+    # precondition, a forced platform path, harness reads): none of them is folded into a
+    # coarse verdict or into the deciding record's circumstances
+    others: dict[tuple[str, tuple[str, ...]], list[str]] = {}
     for m in side:
         if m is not top:
-            others.setdefault(m.record.verdict, []).append(_label(m.record))
+            key = (m.record.grade or m.record.verdict, _qualifiers(m.record))
+            others.setdefault(key, []).append(_label(m.record))
     extra = []
-    for verdict in VERDICTS:
-        names = others.get(verdict)
-        if names:
-            more = " more" if verdict == r.verdict else ""
-            listed = ", ".join(dict.fromkeys(names))
-            extra.append(f"{len(names)}{more} {verdict}: {listed}")
+    top_key = (r.grade or r.verdict, _qualifiers(r))
+    for key in sorted(others, key=lambda k: (_grade_index(k[0]), k[1])):
+        names = others[key]
+        grade, quals = key
+        more = " more" if key == top_key else ""
+        about = f" ({', '.join(quals)})" if quals else ""
+        listed = ", ".join(dict.fromkeys(names))
+        extra.append(f"{len(names)}{more} {grade}{about}: {listed}")
     if extra:
         text += " (+" + "; ".join(extra) + ")"
     return text
+
+
+def _grade_index(grade: str) -> int:
+    return GRADES.index(grade) if grade in GRADES else len(GRADES) + VERDICTS.index(grade)
+
+
+def _qualifiers(r: Record) -> tuple[str, ...]:
+    """What a record among a row's others stands on, beyond replay under the stock reload."""
+    out = []
+    if r.tier != "replay":
+        out.append(r.tier or "no tier")
+    if r.preconditions:
+        out.append("under " + ", ".join(f"`{p}`" for p in r.preconditions))
+    if r.forced:
+        out.append(f"forces {r.forced}")
+    if r.harness_reads:
+        out.append("harness reads")
+    return tuple(out)
 
 
 def _standing(r: Record) -> list[str]:

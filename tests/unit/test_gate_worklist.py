@@ -272,7 +272,7 @@ def test_evidence_statuses(tmp_path):
     assert "confirmed red (1/2), fixed green (1/2)" in marlin
     # Bug side: the most decisive record, the row's others counted; fixed side apart.
     assert (
-        "red-observed (replay): 88/88 pointers moved; replay hung (+1 more red: "
+        "red-observed (replay): 88/88 pointers moved; replay hung (+1 red-observed (no tier): "
         f"`{gidx.fingerprint}`); fixed side green (replay): pointers stable" in marlin
     )
     assert "via" not in marlin
@@ -504,7 +504,7 @@ def test_cutlass_evidence_with_built_proof_merges_for_that_component_only(tmp_pa
     assert cells[5] == (
         "red-observed (replay) via trace (`Fp8MoEMethod` built `CutlassBatchedExpertsFp8`) from "
         "`CutlassExpertsFp8Base.__init__` `self.ab_strides1`: self.ab_strides1 red "
-        "(+1 more red: `self.c_strides1`); fixed side green (replay) via trace "
+        "(+1 more red-observed: `self.c_strides1`); fixed side green (replay) via trace "
         "(`Fp8MoEMethod` built `CutlassBatchedExpertsFp8`): self.ab_strides1 green "
         "(+1 more green: `self.c_strides1`)"
     )
@@ -645,7 +645,7 @@ def test_row_verdicts_red_beats_unread_beats_green_beats_inconclusive(tmp_path):
     row = _row(md, "Fp8MoEMethod")
     assert "green via trace (`Fp8MoEMethod` built `CutlassBatchedExpertsFp8`) from " in row
     assert "`CutlassExpertsFp8Base.__init__` `self.c_strides1`: stable" in row
-    assert "(+1 inconclusive: `self.c_strides1`)" in row
+    assert "(+1 inconclusive (no tier): `self.c_strides1`)" in row
     assert row.rstrip().endswith("| not reproduced |")
     md = render_worklist(fs, evidence=load_evidence(_evidence(tmp_path, recs[:3])))
     assert _row(md, "Fp8MoEMethod").rstrip().endswith("| unread |")
@@ -653,7 +653,7 @@ def test_row_verdicts_red_beats_unread_beats_green_beats_inconclusive(tmp_path):
     row = _row(md, "Fp8MoEMethod")
     assert "red-observed via trace" in row and "fix leaks" in row
     assert "; fixed side red-unobserved via trace" in row
-    assert "(+1 green: `self.c_strides1`)" in row and "livelock" in row
+    assert "(+1 green (no tier): `self.c_strides1`)" in row and "livelock" in row
 
 
 def test_unmatched_records_are_listed(tmp_path):
@@ -755,7 +755,7 @@ def test_one_record_per_backend_of_a_rebuilt_kernel(tmp_path):
     cells = _cells(_row(md, "Fp8MoEMethod"))
     assert cells[5] == (
         "red-observed (replay; backend `CutlassExpertsFp8`): ab_strides1 freed (+1 green: "
-        "`self.moe_kernel` on `TritonExperts`; 1 inconclusive: `self.moe_kernel`); "
+        "`self.moe_kernel` on `TritonExperts`; 1 inconclusive (no tier): `self.moe_kernel`); "
         "fixed side green (replay; backend `X`)"
     )
     assert cells[4] == "illegal access" and cells[6] == "fixed green"
@@ -829,3 +829,61 @@ def test_a_site_with_its_own_records_is_not_lent_a_sibling_stores_verdict(tmp_pa
     assert [m.via for m in ev[131].matches] == ["fingerprint"]
     assert ev[124].status == "fixed green"
     assert ev[131].status == "inconclusive"
+
+
+def test_a_rows_other_records_say_their_grade_tier_precondition_and_forced_path(tmp_path):
+    """Beyond the deciding record, each of a row's records is counted by its grade and says
+    what it stands on: a census tier, a precondition, the platform path and flags it forces,
+    harness reads. A masked stock record is never counted with a red made under `unshadow`."""
+    fs = _moe_rows()
+    fp8 = next(f for f in fs if f.path == FP8)
+    base = {"fingerprint": fp8.fingerprint, "target": "self.moe_kernel", "fixed": False}
+    recs = [
+        {
+            **base,
+            "verdict": "red",
+            "failure": "livelock",
+            "grade": "red-observed",
+            "tier": "replay",
+            "reason": "top",
+        },
+        {
+            **base,
+            "verdict": "red",
+            "failure": "masked",
+            "grade": "masked",
+            "tier": "census",
+            "reason": "refused",
+        },
+        {
+            **base,
+            "verdict": "red",
+            "failure": "stale read",
+            "grade": "red-observed",
+            "tier": "replay",
+            "preconditions": ["unshadow: take it off"],
+            "reason": "pre",
+        },
+        {
+            **base,
+            "verdict": "red",
+            "failure": "freed",
+            "grade": "red-unobserved",
+            "tier": "census",
+            "standins": ["op"],
+            "harness_reads": ["layer.x (harness:h.py:1)"],
+            "forced": {"platform": "ROCm gfx950", "flags": ["f_enabled=True"], "env": ["E=0"]},
+            "reason": "census",
+        },
+    ]
+    md = render_worklist(fs, evidence=load_evidence(_evidence(tmp_path, recs)))
+    cell = _cells(_row(md, "Fp8MoEMethod"))[5]
+    assert cell.startswith("red-observed (replay): top (+")
+    others = cell.split(" (+", 1)[1]
+    assert "1 red-observed (under `unshadow`): `self.moe_kernel`" in others
+    assert (
+        "1 red-unobserved (census, forces ROCm gfx950 (f_enabled=True, E=0), harness reads): "
+        "`self.moe_kernel`" in others
+    )
+    assert "1 masked (census): `self.moe_kernel`" in others
+    assert " red: " not in others  # no coarse verdict lumps grades together
