@@ -247,6 +247,8 @@ def _qualifiers(r: Record) -> tuple[str, ...]:
         out.append(f"forces {r.forced}")
     if r.harness_reads:
         out.append("harness reads")
+    if r.shared_build:
+        out.append("shared build")
     return tuple(out)
 
 

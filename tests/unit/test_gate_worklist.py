@@ -873,6 +873,8 @@ def test_a_rows_other_records_say_their_grade_tier_precondition_and_forced_path(
             "standins": ["op"],
             "harness_reads": ["layer.x (harness:h.py:1)"],
             "forced": {"platform": "ROCm gfx950", "flags": ["f_enabled=True"], "env": ["E=0"]},
+            "cluster": "S2",
+            "shared_build": True,
             "reason": "census",
         },
     ]
@@ -882,7 +884,8 @@ def test_a_rows_other_records_say_their_grade_tier_precondition_and_forced_path(
     others = cell.split(" (+", 1)[1]
     assert "1 red-observed (under `unshadow`): `self.moe_kernel`" in others
     assert (
-        "1 red-unobserved (census, forces ROCm gfx950 (f_enabled=True, E=0), harness reads): "
+        "1 red-unobserved (census, forces ROCm gfx950 (f_enabled=True, E=0), harness reads, "
+        "shared build): "
         "`self.moe_kernel`" in others
     )
     assert "1 masked (census): `self.moe_kernel`" in others
