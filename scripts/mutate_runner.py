@@ -7,7 +7,7 @@ check each, the way a regression would, and the CPU tests must catch every one
 
     reach      the flagged line's reach check is ignored (runner._record)
     read       every walked storage counts as read by the capture (Manifest.graph_visible)
-    standins   the MoE harness drops the row's stand-ins (FamilyRecipe._construct_moe)
+    standins   the harness drops the row's stand-ins (FamilyRecipe.construct, every layer kind)
     lent       a storage another finding names closer is kept as the finding's own (ownership)
     kind       a callable replaced by another kind before the capture keeps its store's verdict
     also       the stores folded into a finding (its ``also``) are not linked as its own
@@ -55,9 +55,12 @@ MUTANTS: dict[str, tuple[str, str, str, list[str]]] = {
     ),
     "standins": (
         "reload_lint/confirm/recipes/vllm_layers.py",
-        "            component=qualified_class(qm),\n            standins=set(self.row.standins),\n",
-        "            component=qualified_class(qm),\n",
-        [f"{TRUTH}::test_a_census_row_builds_its_moe_layer_at_census_tier_with_its_standins"],
+        "        built.standins = built.standins | set(self.row.standins)\n",
+        "",
+        [
+            f"{TRUTH}::test_a_census_row_builds_its_moe_layer_at_census_tier_with_its_standins",
+            f"{TRUTH}::test_every_layer_kind_of_a_row_with_standins_builds_at_census_tier",
+        ],
     ),
     "lent": (
         "reload_lint/confirm/ownership.py",

@@ -263,6 +263,38 @@ def test_a_census_row_builds_its_moe_layer_at_census_tier_with_its_standins(fake
     assert replay_row.forced() is None
 
 
+def test_every_layer_kind_of_a_row_with_standins_builds_at_census_tier(monkeypatch):
+    """The tier comes from the row, not from each layer kind's builder: a linear row with
+    stand-ins (the linear builder never named them before) is census tier, one without is
+    replay."""
+    from reload_lint.confirm.recipes.vllm_layers import FamilyRecipe
+    from reload_lint.confirm.rows import Row
+
+    class Method:
+        pass
+
+    class ReplicatedLinear(torch.nn.Module):
+        def __init__(self, *a, **kw):
+            super().__init__()
+            self.quant_method = Method()
+
+        def forward(self, x):
+            return x, None
+
+    for name in ("vllm", "vllm.model_executor", "vllm.model_executor.layers"):
+        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
+    linear = types.ModuleType("vllm.model_executor.layers.linear")
+    linear.ReplicatedLinear = ReplicatedLinear
+    monkeypatch.setitem(sys.modules, linear.__name__, linear)
+    stood_in = ("rocm_aiter_ops.triton_fp8_bmm",)
+    census = FamilyRecipe(Row("our-linear-census", "linear", standins=stood_in), "auto")
+    built = census.construct("cpu")
+    assert isinstance(built.model, ReplicatedLinear)
+    assert built.standins == set(stood_in) and built.tier == "census"
+    plain = FamilyRecipe(Row("our-linear", "linear"), "auto").construct("cpu")
+    assert plain.standins == set() and plain.tier == "replay"
+
+
 # -- the committed H200 records -----------------------------------------------------------------
 
 

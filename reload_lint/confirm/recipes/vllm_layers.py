@@ -168,6 +168,12 @@ class FamilyRecipe(Recipe):
 
     # -- construction --------------------------------------------------------------------------
     def construct(self, device: str) -> Built:
+        built = self._construct(device)
+        # every layer kind: a row whose ops are stood in is census tier (its records say which)
+        built.standins = built.standins | set(self.row.standins)
+        return built
+
+    def _construct(self, device: str) -> Built:
         if self.row.layer == "moe":
             return self._construct_moe(device)
         if self.row.layer == "mla" and self.backend != "auto":
@@ -231,7 +237,6 @@ class FamilyRecipe(Recipe):
                 *(f"row {self.row.id}: {n}" for n in self.row.notes),
             ],
             component=qualified_class(qm),
-            standins=set(self.row.standins),
         )
 
     def _construct_linear(self, device: str) -> Built:
@@ -342,7 +347,6 @@ class FamilyRecipe(Recipe):
                 *([self._shim] if self._shim else []),
             ],
             component=qualified_class(layer),
-            standins=set(self.row.standins),
         )
 
     def post_load(self, module) -> bool:
