@@ -351,4 +351,7 @@ def test_source_dir_fixed_side_runs_the_checkout_and_says_so(tmp_path):
     assert fixed["verdict"] == "green", fixed["reason"]
     assert fixed["fix_source"] == "source" and fixed["fix_files"] == ["vllm/int8.py"]
     assert doc["environment"]["source"]["source_version"] == "0.25.1"
-    assert "fixed side from source: 1 green" in out.stderr
+    assert (
+        "fixed side from source: 0 red-observed, 0 red-unobserved, 0 masked, 1 green, "
+        "0 not-applicable" in out.stderr
+    )
