@@ -148,34 +148,59 @@ def run(args) -> int:
         env["source"] = source
     doc = evidence_document(finalize([r.to_json() for r in records]), device=device, env=env)
     write_evidence(Path(args.output), doc)
-    s = doc["summary"]
-    print(
-        f"confirmed {len(sites)} site(s), {len(records)} record(s): "
-        f"{s['red']} red, {s['green']} green, {s['unread']} unread, "
-        f"{s['inconclusive']} inconclusive -> {args.output}",
-        file=sys.stderr,
-    )
-    by_source: dict[str, dict[str, int]] = {}
-    for r in records:
-        if r.fixed:
-            row = by_source.setdefault(r.fix_source or "monkeypatch", {})
-            row[r.verdict] = row.get(r.verdict, 0) + 1
-    for how, row in sorted(by_source.items()):
-        counts = ", ".join(f"{n} {v}" for v, n in sorted(row.items()))
-        print(f"fixed side from {how}: {counts}", file=sys.stderr)
-    for side, label in (("stock", "stock reload"), ("precondition", "under a precondition")):
-        g = doc["grades"][side]
-        if any(g.values()):
-            print(
-                f"  bug-side records, {label}: "
-                + ", ".join(f"{n} {grade}" for grade, n in g.items()),
-                file=sys.stderr,
-            )
-    clusters = {r["cluster"] for r in doc["evidence"] if r.get("cluster")}
-    if clusters:
-        print(f"  storage clusters: {len(clusters)}", file=sys.stderr)
+    for line in summary_lines(doc, len(sites), args.output):
+        print(line, file=sys.stderr)
     red_bug = any(r["verdict"] == "red" and not r["fixed"] for r in doc["evidence"])
     return 1 if red_bug and not args.exit_zero else 0
+
+
+def summary_lines(doc: dict, n_sites: int, output: str) -> list[str]:
+    """The end-of-run summary: the coarse verdicts, then every grade counted on its own (bug
+    side: stock reload and under a precondition apart, each with the tiers its records
+    reached; the fixed side per fix source), and the storage clusters."""
+    from reload_lint.confirm.evidence import GRADES
+
+    s = doc["summary"]
+    rows = doc["evidence"]
+    out = [
+        f"confirmed {n_sites} site(s), {len(rows)} record(s): "
+        f"{s['red']} red, {s['green']} green, {s['unread']} unread, "
+        f"{s['inconclusive']} inconclusive -> {output}"
+    ]
+    for side, label in (("stock", "stock reload"), ("precondition", "under a precondition")):
+        g = doc["grades"][side]
+        mine = [
+            r for r in rows if not r["fixed"] and bool(r.get("preconditions")) == (side != "stock")
+        ]
+        if side == "precondition" and not mine:
+            continue
+        tiers: dict[str, int] = {}
+        for r in mine:
+            tiers[r.get("tier") or "none"] = tiers.get(r.get("tier") or "none", 0) + 1
+        out.append(
+            f"  bug-side records, {label}: "
+            + ", ".join(f"{g.get(grade, 0)} {grade}" for grade in GRADES)
+            + " (tier: "
+            + ", ".join(f"{tiers.get(t, 0)} {t}" for t in ("replay", "census", "none"))
+            + ")"
+        )
+    by_source: dict[str, dict[str, int]] = {}
+    for r in rows:
+        if r["fixed"]:
+            how = r.get("fix_source") or "monkeypatch"
+            if r.get("preconditions"):
+                how += " under a precondition"
+            row = by_source.setdefault(how, dict.fromkeys(GRADES, 0))
+            grade = r.get("grade") or "inconclusive"
+            row[grade] = row.get(grade, 0) + 1
+    for how, row in sorted(by_source.items()):
+        out.append(
+            f"  fixed side from {how}: " + ", ".join(f"{n} {grade}" for grade, n in row.items())
+        )
+    clusters = {r["cluster"] for r in rows if r.get("cluster")}
+    shared = {r["cluster"] for r in rows if r.get("cluster") and r.get("shared_build")}
+    out.append(f"  storage clusters: {len(clusters)} ({len(shared)} with a shared build)")
+    return out
 
 
 def _package(sites) -> str:

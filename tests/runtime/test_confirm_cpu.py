@@ -270,6 +270,76 @@ def test_cli_writes_evidence_and_exit_codes(tmp_path):
         (False, "red"),
         (True, "green"),
     }
+    # the end-of-run summary counts each of the seven grades on its own, with the tiers
+    bug = next(e for e in doc["evidence"] if not e["fixed"])
+    assert bug["grade"] == "red-observed" and bug["tier"] == "replay"
+    summary = r.stderr.splitlines()
+    stock = next(ln for ln in summary if "bug-side records, stock reload:" in ln)
+    assert stock.split(": ", 1)[1] == (
+        "1 red-observed, 0 red-unobserved, 0 masked, 0 green, 0 not-applicable, 0 unread, "
+        "0 inconclusive (tier: 1 replay, 0 census, 0 none)"
+    )
+    assert not any("under a precondition" in ln for ln in summary)
+    fixed = next(ln for ln in summary if "fixed side from monkeypatch:" in ln)
+    assert fixed.endswith(
+        "0 red-observed, 0 red-unobserved, 0 masked, 1 green, 0 not-applicable, 0 unread, "
+        "0 inconclusive"
+    )
+    assert any(
+        ln.strip().startswith("storage clusters: 1 (0 with a shared build)") for ln in summary
+    )
+
+
+def test_summary_counts_precondition_records_apart_and_every_fixed_grade():
+    """Records made under a precondition get their own line; a fixed side's not-applicable is
+    not folded into green (the coarse verdicts would)."""
+    from reload_lint.confirm.command import summary_lines
+    from reload_lint.confirm.evidence import evidence_document
+
+    def rec(grade, verdict, *, fixed=False, pre=(), tier="replay", cluster=None, shared=False):
+        return {
+            "fingerprint": "f" * 16,
+            "verdict": verdict,
+            "grade": grade,
+            "fixed": fixed,
+            "preconditions": list(pre),
+            "tier": tier,
+            "cluster": cluster,
+            "shared_build": shared,
+            "fix_source": "codemod" if fixed else None,
+        }
+
+    doc = evidence_document(
+        [
+            rec("masked", "red", tier="census", cluster="S1"),
+            rec("red-observed", "red", pre=["unshadow: x"], cluster="S2", shared=True),
+            rec("inconclusive", "inconclusive", pre=["unshadow: x"], tier=None),
+            rec("not-applicable", "green", fixed=True),
+            rec("green", "green", fixed=True, pre=["unshadow: x"]),
+        ],
+        device="cpu",
+    )
+    lines = summary_lines(doc, 3, "e.json")
+    assert (
+        lines[0]
+        == "confirmed 3 site(s), 5 record(s): 2 red, 2 green, 0 unread, 1 inconclusive -> e.json"
+    )
+    by = {ln.split(": ", 1)[0].strip(): ln.split(": ", 1)[1] for ln in lines[1:]}
+    assert by["bug-side records, stock reload"].startswith(
+        "0 red-observed, 0 red-unobserved, 1 masked, 0 green"
+    )
+    assert by["bug-side records, stock reload"].endswith("(tier: 0 replay, 1 census, 0 none)")
+    assert by["bug-side records, under a precondition"] == (
+        "1 red-observed, 0 red-unobserved, 0 masked, 0 green, 0 not-applicable, 0 unread, "
+        "1 inconclusive (tier: 1 replay, 0 census, 1 none)"
+    )
+    assert by["fixed side from codemod"].startswith(
+        "0 red-observed, 0 red-unobserved, 0 masked, 0 green, 1 not-applicable"
+    )
+    assert by["fixed side from codemod under a precondition"].startswith(
+        "0 red-observed, 0 red-unobserved, 0 masked, 1 green, 0 not-applicable"
+    )
+    assert by["storage clusters"] == "2 (1 with a shared build)"
 
 
 @pytest.mark.parametrize(
