@@ -293,7 +293,7 @@ def test_evidence_statuses(tmp_path):
     assert u.rstrip().endswith("| static only |")
     # The unmatched record is listed, not dropped.
     tail = md.split("## Evidence without a static finding", 1)[1]
-    assert f"| `{'f' * 20}` |  |  | bug | red | gone |" in tail
+    assert f"| `{'f' * 20}` |  |  | bug | red-unobserved | gone |" in tail
 
 
 def test_unread_census_tier_and_dtype(tmp_path):
@@ -890,3 +890,11 @@ def test_a_rows_other_records_say_their_grade_tier_precondition_and_forced_path(
     )
     assert "1 masked (census): `self.moe_kernel`" in others
     assert " red: " not in others  # no coarse verdict lumps grades together
+    # a record that matches no finding says the same about itself
+    stray = {**recs[2], "fingerprint": "e" * 20, "target": "", "reason": "stray"}
+    md = render_worklist(fs, evidence=load_evidence(_evidence(tmp_path, [*recs, stray])))
+    tail = md.split("## Evidence without a static finding", 1)[1]
+    assert (
+        f"| `{'e' * 20}` |  |  | bug | red-observed (stale read), replay, under `unshadow` | "
+        "stray |" in tail
+    )
