@@ -365,7 +365,7 @@ def records_section(records: list[dict]) -> list[str]:
             f"| {site} | `{r['target']}` | {_side(r)} | "
             f"{(r.get('recipe') or '-').removeprefix('family:')} | {_short(_tier(r), 1000)} | "
             f"{'+'.join(precondition_names(r)) or 'stock'} | {_short(forces, 400)} | "
-            f"{_short('; '.join(r.get('harness_reads') or []), 160) or '-'} | {grade} | "
+            f"{_short('; '.join(r.get('harness_reads') or []), 600) or '-'} | {grade} | "
             f"{cluster} |"
         )
     return lines
