@@ -204,6 +204,7 @@ class RecordStore:
         self._pool = None
         # rel -> sha256 of the extraction result the analysis consumed ("!" when none was)
         self._consumed: dict[str, str] = {}
+        self._moved = None  # (key, deps, held) of a hit by moved lines (commit_moved)
 
     # ---- text ----------------------------------------------------------------------
     def text(self, sf: SourceFile) -> str | None:
@@ -461,39 +462,97 @@ class RecordStore:
 
     def get_deps_result(self, key: str):
         """The value kept under `key` if every consumed file's extraction result is the same
-        now, or, for a record the analysis read, gives the same observations (index/deps.py):
-        files whose hash changed are re-parsed (at most MAX_DEPS_REPARSE; the results stay in
-        the pack for the analysis if this misses)."""
+        now, or, for a record the analysis read, gives the same observations (index/deps.py),
+        or is the kept record with its lines moved (shiftcut.py: the value comes back with its
+        lines moved too): files whose hash changed are re-parsed (at most MAX_DEPS_REPARSE; the
+        results stay in the pack for the analysis if this misses)."""
         if not self.use_cache:
             return None
         for deps, blob in self._states(key):
-            if self._state_holds(deps):
+            held = self._state_holds(deps)
+            if held is None:
+                continue
+            maps = {rel: m for rel, m in held.items() if m is not None}
+            if not maps:
                 return self._hit(blob)
+            from reload_lint.shiftcut import relabel
+
+            try:
+                value = relabel(pickle.loads(blob), maps)
+            except Exception:  # a corrupt entry is a miss
+                value = None
+            if value is None:
+                continue
+            self.result_hit = True
+            self._moved = (key, deps, held)
+            return value
         return None
 
-    def _state_holds(self, deps) -> bool:
+    def _state_holds(self, deps) -> dict | None:
         """Whether the analysed state `deps` still describes what the analysis would read:
-        each file whose hash changed gives the same extraction result or the same
-        observations."""
+        each file whose hash changed gives the same extraction result, the same observations,
+        or its kept record with its lines moved. None when it does not; else, for each changed
+        file, the extraction result it gives now (pickled), and its line map or None."""
         changed = [d for d in deps if self._hash.get(d[0]) != d[1]]
         if len(changed) > MAX_DEPS_REPARSE:
-            return False
-        for rel, _sha, digest, oid in changed:
+            return None
+        held: dict = {}
+        for rel, sha, digest, oid in changed:
             sf = self._by_rel.get(rel)
             if sf is None or rel not in self._hash or self.text(sf) is None:
-                return False
+                return None
             now = self._blobs.get(self._key(sf))
             if now is None:
                 now = _extract_blob_job((self.texts[rel], sf.module, sf.is_package))
                 self._blobs[self._key(sf)] = now
                 self._dirty = True
                 self.parsed += 1
+            held[rel] = None
             if _digest(now) == digest:
                 continue
             observed = self._obs().get(oid) if oid is not None else None
-            if observed is None or not _same_observations(now, observed):
-                return False
-        return True
+            if observed is not None and _same_observations(now, observed):
+                continue
+            old = self._blobs.get(f"{sha}\x1f{sf.module}\x1f{int(sf.is_package)}")
+            if old is None or _digest(old) != digest:
+                return None
+            from reload_lint.shiftcut import record_map
+
+            held[rel] = record_map(old, now, self.texts[rel], sf.module, sf.is_package)
+            if held[rel] is None:
+                return None
+        return held
+
+    def commit_moved(self, value) -> None:
+        """After a hit by moved lines (get_deps_result), keep `value` (the relabelled result,
+        its snippets and suppressions read from the current texts) as the newest analysed
+        state under its key, as a full run would: each changed file with its hash, extraction
+        digest and observations now, so the next edit is cut off against this state."""
+        moved, self._moved = self._moved, None
+        if moved is None or not self.use_cache:
+            return
+        from reload_lint.index.deps import reobserved
+
+        key, deps, held = moved
+        obs = dict(self._obs())
+        new = []
+        for rel, sha, digest, oid in deps:
+            if rel in held:
+                sf = self._by_rel[rel]
+                now = self._blobs[self._key(sf)]
+                sha, digest = self._hash[rel], _digest(now)
+                if held[rel] is not None and oid is not None:
+                    observed = obs.get(oid)
+                    rec = pickle.loads(now)[1]
+                    got = reobserved(rec, observed) if observed is not None else None
+                    oid = None if got is None else _digest(got)
+                    if got is not None:
+                        obs[oid] = got
+            new.append((rel, sha, digest, oid))
+        self._pack["obs"] = obs
+        entry = (tuple(new), pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+        older = [e for e in self._states(key) if e[0] != entry[0]]
+        self._keep("deps", key, (entry, *older[: STATES_PER_KEY - 1]))
 
     # ---- records -------------------------------------------------------------------
     def _key(self, sf: SourceFile) -> str:
@@ -654,6 +713,10 @@ class RecordStore:
                 if os.path.isfile(os.path.join(self._tree, rel)):
                     rows[rel] = row
         live = {row[1] for row in rows.values()}
+        # and the records the kept analysed states were made on: a file whose lines moved
+        # since is proven against its record then (shiftcut.py)
+        deps = {k: tuple(self._states(k)) for k in self._pack.get("deps", {})}
+        live |= {d[1] for states in deps.values() for st, _ in states for d in st}
         pack = {
             "version": PACK_VERSION,
             "extract": extractor_fingerprint(),
@@ -662,7 +725,7 @@ class RecordStore:
             "files": rows,
             "records": {k: v for k, v in self._blobs.items() if k.split("\x1f", 1)[0] in live},
             "results": self._pack.get("results", {}),
-            "deps": {k: tuple(self._states(k)) for k in self._pack.get("deps", {})},
+            "deps": deps,
         }
         # the observations of the kept results, each kept once (index/deps.py)
         named = {d[3] for states in pack["deps"].values() for deps, _ in states for d in deps}

@@ -231,6 +231,7 @@ def _run_check(
                 _add_snippets(findings, store)
                 cached = (findings, store_errors, _suppressions(store, files))
                 store.put_result(run_key, cached)
+                store.commit_moved(cached)  # a hit by moved lines: the new state (shiftcut.py)
     if cached is not None:
         findings, store_errors, suppressions = cached
     else:

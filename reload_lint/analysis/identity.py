@@ -109,9 +109,26 @@ def _has_dtype(vals: frozenset) -> bool:
     return False
 
 
+def order_text(x) -> str:
+    """repr(x), with every int written 12 digits wide and a set's items in sorted order: a
+    total order on dtype items (("D", dtype, path, line), ("T", groups), ...) in which two
+    lines compare as numbers. Plain repr compared `12` before `9`, so a comment line that moved
+    line 9 to 10 could change which of two equal dtype items (and so which trace step) came
+    first; with numbers compared as numbers the order, and the output, only follow the line
+    map (the line-shift cutoff, reload_lint/shiftcut.py, relies on it)."""
+    if isinstance(x, tuple):
+        inner = ", ".join(order_text(i) for i in x)
+        return f"({inner},)" if len(x) == 1 else f"({inner})"
+    if isinstance(x, frozenset):
+        return "frozenset({" + ", ".join(sorted(order_text(i) for i in x)) + "})"
+    if isinstance(x, int) and not isinstance(x, bool):
+        return f"{x:012d}"
+    return repr(x)
+
+
 def _to_values(vals: frozenset) -> tuple:
     out: tuple = ()
-    for it in sorted(vals, key=repr):
+    for it in sorted(vals, key=order_text):
         if it[0] == "T":
             out = V.union(out, (AV(V.TUPLE, items=tuple(_to_values(g) for g in it[1])),))
         elif it[0] == "D" and single_dtype(vals):

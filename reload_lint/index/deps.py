@@ -243,6 +243,22 @@ def observations(observed: bytes) -> dict:
     return pickle.loads(observed)[0]
 
 
+def reobserved(raw: dict, observed: bytes) -> bytes | None:
+    """The observations kept in `observed`, made again on `raw` (a record the same run would
+    read through the same keys: the file's record with its lines moved, shiftcut.py), in
+    `Reads.observed`'s form; None when a value has no digest."""
+    kinds, _ = pickle.loads(observed)
+    h = hashlib.blake2b(digest_size=16)
+    cache: dict = {}
+    for kind, keys in kinds.items():
+        for key in keys:
+            d = _evaluate(raw, kind, key, cache)
+            if d is None:
+                return None
+            h.update(d)
+    return pickle.dumps((kinds, h.digest()), protocol=pickle.HIGHEST_PROTOCOL)
+
+
 def unchanged(raw: dict, observed: bytes) -> bool:
     """Whether every observation kept in `observed` gives on `raw` what it gave when made."""
     kinds, want = pickle.loads(observed)

@@ -132,7 +132,9 @@ def test_edit_to_a_file_the_analysis_never_reads_reparses_nothing(tmp_path, no_a
     assert findings_json(res) == before
 
 
-def test_edit_that_moves_lines_in_a_consumed_file_reruns(tmp_path):
+def test_edit_that_moves_lines_in_a_consumed_file_moves_the_findings(tmp_path):
+    """The kept result is not served with its old lines: it is analysed again, or relabelled
+    by the line-shift cutoff (tests/unit/test_cache_shift.py)."""
     root, cache = tmp_path / "src", tmp_path / "cache"
     _tree(root, D_FRESH)
     first = precommit_run(root, cache)
