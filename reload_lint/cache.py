@@ -518,7 +518,12 @@ class RecordStore:
                 return None
             from reload_lint.shiftcut import record_map
 
-            held[rel] = record_map(old, now, self.texts[rel], sf.module, sf.is_package)
+            held[rel] = record_map(
+                old,
+                now,
+                self.texts[rel],
+                lambda t, sf=sf: _extract_job((t, sf.module, sf.is_package)),
+            )
             if held[rel] is None:
                 return None
         return held

@@ -125,19 +125,17 @@ def _walk(o, n, s, pairs: dict, back: dict) -> bool:
     return o == n and s == n  # another type: equal, and nothing in it moved with the lines
 
 
-def record_map(old_blob: bytes, new_blob: bytes, text: str, module: str, is_pkg: bool):
+def record_map(old_blob: bytes, new_blob: bytes, text: str, extract):
     """The line map from the old extraction result to the new one of `text` (both pickled
     ("ok", record) results), or None when the new record is not the old one with its lines
-    moved."""
-    from reload_lint.cache import _extract_job
-
+    moved. `extract(text)` is the extraction result of a text under the file's module name."""
     try:
         old, new = pickle.loads(old_blob), pickle.loads(new_blob)
     except Exception:  # a corrupt entry: no proof
         return None
     if not (_is_ok(old) and _is_ok(new)):
         return None
-    shifted = _extract_job(("\n" * SHIFT + text, module, is_pkg))
+    shifted = extract("\n" * SHIFT + text)
     if not _is_ok(shifted):
         return None
     return line_map(old[1], new[1], shifted[1])
