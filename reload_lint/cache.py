@@ -33,6 +33,7 @@ from pathlib import Path
 
 from reload_lint import __version__
 from reload_lint.config import Config
+from reload_lint.cutoff import ConsumedResults, blob_digest
 from reload_lint.discover import SourceFile
 from reload_lint.findings import FileError
 
@@ -47,8 +48,6 @@ PACK_VERSION = 2
 MAX_FILE_BYTES = 8 * 1024 * 1024
 RACY_NS = 2_000_000_000  # rows this close to the pack's write time are re-hashed
 KEEP_RESULTS = 8  # whole-run results kept per tree (e.g. a few --select variants)
-MAX_DEPS_REPARSE = 8  # changed files re-parsed to test a consumed-input result before giving up
-STATES_PER_KEY = 3  # analysed states kept per consumed-input key (an edit undone finds its own)
 
 
 def default_cache_dir() -> Path:
@@ -166,7 +165,7 @@ def _syntax_detail(exc: SyntaxError) -> tuple[int, str]:
     return int(exc.lineno or 0), detail[0] if detail else "invalid syntax"
 
 
-class RecordStore:
+class RecordStore(ConsumedResults):
     def __init__(
         self,
         files: list[SourceFile],
@@ -408,158 +407,15 @@ class RecordStore:
             h.update(f"\x1e{sf.rel}\x1f{sf.module}\x1f{int(sf.is_package)}\x1f{what}".encode())
         return h.hexdigest()
 
-    def put_deps_result(self, key: str, value, reads=None) -> None:
-        """Keep `value` under `key` with the extraction results the analysis consumed and,
-        for each record, what the analysis read of it (`reads`, index/deps.py): a later run
-        whose changed files give the same observations reuses `value`. The observations are
-        kept once per content in the pack's `obs` table (a directory run and pre-commit's
-        runs make the same ones), the entry naming them by digest."""
-        if not self.use_cache:
-            return
-        deps = []
-        obs = dict(self._obs())
-        for rel, digest in sorted(self._consumed.items()):
-            sha = self._hash.get(rel)
-            if digest == "!" or sha is None:
-                return  # an input that could not be read: never reused
-            rec = self._records.get(rel)
-            oid = None
-            if rec is not None and reads is not None:
-                observed = reads.observed(rel, rec)
-                if observed is not None:
-                    oid = _digest(observed)
-                    obs[oid] = observed
-            deps.append((rel, sha, digest, oid))
-        self._pack["obs"] = obs
-        entry = (tuple(deps), pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
-        # the last few analysed states under this key, newest first: after a relevant edit
-        # and its undo (a whole-run hit, which analyses nothing), the next edit still finds
-        # the state it was made on
-        older = [e for e in self._states(key) if e[0] != entry[0]]
-        self._keep("deps", key, (entry, *older[: STATES_PER_KEY - 1]))
-
-    def _obs(self) -> dict:
-        """observations id -> what the analysis read of a file (index/deps.py), pickled."""
-        obs = self._pack.get("obs", {})
-        return obs if isinstance(obs, dict) else {}
-
-    def _states(self, key: str) -> list[tuple]:
-        """The analysed states kept under `key`, newest first: (deps, pickled value), each
-        dep (rel, sha256, extraction digest, observations id). An entry of another shape (a
-        corrupt or foreign pack) is left out: a miss, never an error."""
-        states = self._pack.get("deps", {}).get(key, ())
-        if not isinstance(states, tuple):
-            return []
-        return [
-            st
-            for st in states
-            if isinstance(st, tuple)
-            and len(st) == 2
-            and isinstance(st[0], tuple)
-            and isinstance(st[1], bytes)
-            and all(isinstance(d, tuple) and len(d) == 4 for d in st[0])
-        ]
-
-    def get_deps_result(self, key: str):
-        """The value kept under `key` if every consumed file's extraction result is the same
-        now, or, for a record the analysis read, gives the same observations (index/deps.py),
-        or is the kept record with its lines moved (shiftcut.py: the value comes back with its
-        lines moved too): files whose hash changed are re-parsed (at most MAX_DEPS_REPARSE; the
-        results stay in the pack for the analysis if this misses)."""
-        if not self.use_cache:
-            return None
-        for deps, blob in self._states(key):
-            held = self._state_holds(deps)
-            if held is None:
-                continue
-            maps = {rel: m for rel, m in held.items() if m is not None}
-            if not maps:
-                return self._hit(blob)
-            from reload_lint.shiftcut import relabel
-
-            try:
-                value = relabel(pickle.loads(blob), maps)
-            except Exception:  # a corrupt entry is a miss
-                value = None
-            if value is None:
-                continue
-            self.result_hit = True
-            self._moved = (key, deps, held)
-            return value
-        return None
-
-    def _state_holds(self, deps) -> dict | None:
-        """Whether the analysed state `deps` still describes what the analysis would read:
-        each file whose hash changed gives the same extraction result, the same observations,
-        or its kept record with its lines moved. None when it does not; else, for each changed
-        file, the extraction result it gives now (pickled), and its line map or None."""
-        changed = [d for d in deps if self._hash.get(d[0]) != d[1]]
-        if len(changed) > MAX_DEPS_REPARSE:
-            return None
-        held: dict = {}
-        for rel, sha, digest, oid in changed:
-            sf = self._by_rel.get(rel)
-            if sf is None or rel not in self._hash or self.text(sf) is None:
-                return None
-            now = self._blobs.get(self._key(sf))
-            if now is None:
-                now = _extract_blob_job((self.texts[rel], sf.module, sf.is_package))
-                self._blobs[self._key(sf)] = now
-                self._dirty = True
-                self.parsed += 1
-            held[rel] = None
-            if _digest(now) == digest:
-                continue
-            observed = self._obs().get(oid) if oid is not None else None
-            if observed is not None and _same_observations(now, observed):
-                continue
-            old = self._blobs.get(f"{sha}\x1f{sf.module}\x1f{int(sf.is_package)}")
-            if old is None or _digest(old) != digest:
-                return None
-            from reload_lint.shiftcut import record_map
-
-            held[rel] = record_map(
-                old,
-                now,
-                self.texts[rel],
-                lambda t, sf=sf: _extract_job((t, sf.module, sf.is_package)),
-            )
-            if held[rel] is None:
-                return None
-        return held
-
-    def commit_moved(self, value) -> None:
-        """After a hit by moved lines (get_deps_result), keep `value` (the relabelled result,
-        its snippets and suppressions read from the current texts) as the newest analysed
-        state under its key, as a full run would: each changed file with its hash, extraction
-        digest and observations now, so the next edit is cut off against this state."""
-        moved, self._moved = self._moved, None
-        if moved is None or not self.use_cache:
-            return
-        from reload_lint.index.deps import reobserved
-
-        key, deps, held = moved
-        obs = dict(self._obs())
-        new = []
-        for rel, sha, digest, oid in deps:
-            if rel in held:
-                sf = self._by_rel[rel]
-                now = self._blobs[self._key(sf)]
-                sha, digest = self._hash[rel], _digest(now)
-                if held[rel] is not None and oid is not None:
-                    observed = obs.get(oid)
-                    rec = pickle.loads(now)[1]
-                    got = reobserved(rec, observed) if observed is not None else None
-                    oid = None if got is None else _digest(got)
-                    if got is not None:
-                        obs[oid] = got
-            new.append((rel, sha, digest, oid))
-        self._pack["obs"] = obs
-        entry = (tuple(new), pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
-        older = [e for e in self._states(key) if e[0] != entry[0]]
-        self._keep("deps", key, (entry, *older[: STATES_PER_KEY - 1]))
-
     # ---- records -------------------------------------------------------------------
+    def _extract(self, sf: SourceFile, text: str):
+        """The extraction result of `text` under `sf`'s module name (cutoff.py)."""
+        return _extract_job((text, sf.module, sf.is_package))
+
+    def _extract_blob(self, sf: SourceFile, text: str) -> bytes:
+        """The same, pickled as the pack keeps it."""
+        return _extract_blob_job((text, sf.module, sf.is_package))
+
     def _key(self, sf: SourceFile) -> str:
         return f"{self._hash[sf.rel]}\x1f{sf.module}\x1f{int(sf.is_package)}"
 
@@ -589,7 +445,7 @@ class RecordStore:
         if self.use_cache and blob is not None and sf.rel in self._hash and not stored:
             self._blobs[self._key(sf)] = blob
             self._dirty = True
-        self._consumed[sf.rel] = _digest(blob) if blob is not None else "!"
+        self._consumed[sf.rel] = blob_digest(blob) if blob is not None else "!"
         if result[0] == "ok":
             rec = result[1]
             self._records[sf.rel] = rec
@@ -753,29 +609,6 @@ class RecordStore:
                 except OSError:
                     pass
         self._dirty = False
-
-
-def _same_observations(blob: bytes, observed: bytes) -> bool:
-    """Whether the extraction result `blob` is a record that gives every observation kept
-    in `observed` (index/deps.py Reads.observed) as it was given when the result was kept."""
-    from reload_lint.index.deps import unchanged
-
-    try:
-        res = pickle.loads(blob)
-    except Exception:  # a corrupt entry is a miss
-        return False
-    if not (isinstance(res, tuple) and len(res) == 2 and res[0] == "ok"):
-        return False
-    if not isinstance(res[1], dict):
-        return False
-    try:
-        return unchanged(res[1], observed)
-    except Exception:  # a corrupt entry, a record of another shape: a miss, never a wrong hit
-        return False
-
-
-def _digest(blob: bytes) -> str:
-    return hashlib.sha256(blob).hexdigest()[:32]
 
 
 def _extract_blob_job(args) -> bytes:
