@@ -220,7 +220,7 @@ def _replay_failure(msgs, outcome, err) -> tuple[str | None, str, str | None]:
     return None, "", None
 
 
-def _still_held(rows: list[dict]) -> list[dict]:
+def still_held(rows: list[dict]) -> list[dict]:
     """A moved path whose old storage is still held, unmoved, by another recorded path (the
     registered parameter a rebuilt object used to alias) did not escape: the graph reads a
     storage that is still the live one. Such rows are marked not moved, with a note."""
@@ -346,7 +346,7 @@ def _decide(finding, msgs: list[dict], outcome: dict, fixed: bool) -> tuple[str,
             + (f"; escaped: {', '.join(r['path'] for r in seen[:6])}" if seen else "")
             + (f"; {rdetail or harness}" if (rdetail or harness) else ""),
         )
-    rows = _still_held(rows)
+    rows = still_held(rows)
     linked = [r for r in rows if r["path"] in linked_paths]
     visible = [r for r in linked if r["graph_visible"]]
     escaped = [r for r in linked if r["freed"] or r["moved"]]

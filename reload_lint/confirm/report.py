@@ -124,9 +124,13 @@ def _marks(r: dict) -> str:
 
 def folded_escaped(r: dict) -> list[dict]:
     """The stores folded into the record's finding (census ``also``, schema 1.4) whose line ran
-    and whose own storage moved or was freed while the capture read it."""
+    and whose own storage escaped (moved or freed, as ``decide`` judges it) while the capture
+    read it."""
+    from reload_lint.confirm.decide import still_held
+
     census = r.get("census") or {}
-    rows = {row["path"]: row for row in census.get("rows") or []}
+    # a moved path whose old storage another recorded path still holds did not escape (decide)
+    rows = {row["path"]: row for row in still_held(census.get("rows") or [])}
     out = []
     for a in (census.get("also") or {}).values():
         if a.get("ran") is False:

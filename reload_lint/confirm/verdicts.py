@@ -294,11 +294,11 @@ def _precondition_artifacts(rows: list[dict]) -> None:
 def _escaped(rec: dict) -> set:
     """Storage keys of the record's own linked rows that the capture read and that moved or
     were freed (a moved path whose old storage another path still holds did not escape)."""
-    from reload_lint.confirm.decide import _still_held
+    from reload_lint.confirm.decide import still_held
 
     census = rec.get("census") or {}
     linked = set(census.get("linked") or [])
-    rows = _still_held([dict(c) for c in census.get("rows") or []])
+    rows = still_held([dict(c) for c in census.get("rows") or []])
     return {
         c.get("storage")
         for c in rows
@@ -307,9 +307,9 @@ def _escaped(rec: dict) -> set:
 
 
 def _all_escaped(rec: dict) -> set:
-    from reload_lint.confirm.decide import _still_held
+    from reload_lint.confirm.decide import still_held
 
-    rows = _still_held([dict(c) for c in (rec.get("census") or {}).get("rows") or []])
+    rows = still_held([dict(c) for c in (rec.get("census") or {}).get("rows") or []])
     return {c.get("storage") for c in rows if c.get("graph_visible") and (c["moved"] or c["freed"])}
 
 
