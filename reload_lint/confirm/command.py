@@ -148,8 +148,13 @@ def run(args) -> int:
         env["source"] = source
     doc = evidence_document(finalize([r.to_json() for r in records]), device=device, env=env)
     write_evidence(Path(args.output), doc)
-    for line in summary_lines(doc, len(sites), args.output):
+    summary = summary_lines(doc, len(sites), args.output)
+    for line in summary:
         print(line, file=sys.stderr)
+    if args.log:
+        # the sweep log ends with the same summary (the committed log is what a reviewer reads)
+        with open(args.log, "a", encoding="utf-8") as log:
+            log.write("".join(line + "\n" for line in summary))
     red_bug = any(r["verdict"] == "red" and not r["fixed"] for r in doc["evidence"])
     return 1 if red_bug and not args.exit_zero else 0
 
@@ -157,7 +162,8 @@ def run(args) -> int:
 def summary_lines(doc: dict, n_sites: int, output: str) -> list[str]:
     """The end-of-run summary: the coarse verdicts, then every grade counted on its own (bug
     side: stock reload and under a precondition apart, each with the tiers its records
-    reached; the fixed side per fix source), and the storage clusters."""
+    reached; the fixed side per fix source), the storage clusters, and how many red bug-side
+    records force a platform-only path or rest on harness reads. ``--log`` gets it too."""
     from reload_lint.confirm.evidence import GRADES
 
     s = doc["summary"]
@@ -200,6 +206,22 @@ def summary_lines(doc: dict, n_sites: int, output: str) -> list[str]:
     clusters = {r["cluster"] for r in rows if r.get("cluster")}
     shared = {r["cluster"] for r in rows if r.get("cluster") and r.get("shared_build")}
     out.append(f"  storage clusters: {len(clusters)} ({len(shared)} with a shared build)")
+    red = [r for r in rows if not r["fixed"] and r.get("verdict") == "red"]
+    if red:
+        forced: dict[str, int] = {}
+        for r in red:
+            if r.get("forced"):
+                forced[r["forced"]["platform"]] = forced.get(r["forced"]["platform"], 0) + 1
+        out.append(
+            f"  red bug-side records forcing a platform-only path: {sum(forced.values())}"
+            + (
+                " (" + ", ".join(f"{n} {p}" for p, n in sorted(forced.items())) + ")"
+                if forced
+                else ""
+            )
+            + f"; resting on harness reads or stand-in storage: "
+            f"{sum(1 for r in red if r.get('harness_reads'))}"
+        )
     return out
 
 

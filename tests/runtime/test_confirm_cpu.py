@@ -261,8 +261,18 @@ def test_cli_writes_evidence_and_exit_codes(tmp_path):
     assert ev["fingerprint"] == f_green.fingerprint and ev["verdict"] == "green"
     for key in ("fingerprint", "verdict", "failure", "reason", "fixed"):
         assert key in ev
+    log = tmp_path / "sweep.log"
     r = _cli(
-        "--findings", str(fp), "--recipes", MOD, "--site", f"{fk.PATH}:{f_red.line}", "-o", str(out)
+        "--findings",
+        str(fp),
+        "--recipes",
+        MOD,
+        "--site",
+        f"{fk.PATH}:{f_red.line}",
+        "-o",
+        str(out),
+        "--log",
+        str(log),
     )
     assert r.returncode == 1, r.stderr
     doc = json.loads(out.read_text())
@@ -288,6 +298,13 @@ def test_cli_writes_evidence_and_exit_codes(tmp_path):
     assert any(
         ln.strip().startswith("storage clusters: 1 (0 with a shared build)") for ln in summary
     )
+    assert (
+        "  red bug-side records forcing a platform-only path: 0; resting on harness reads or "
+        "stand-in storage: 0" in summary
+    )
+    # the sweep log ends with the same summary
+    start = next(i for i, ln in enumerate(summary) if ln.startswith("confirmed 1 site(s)"))
+    assert log.read_text().splitlines()[-len(summary[start:]) :] == summary[start:]
 
 
 def test_summary_counts_precondition_records_apart_and_every_fixed_grade():
@@ -311,7 +328,11 @@ def test_summary_counts_precondition_records_apart_and_every_fixed_grade():
 
     doc = evidence_document(
         [
-            rec("masked", "red", tier="census", cluster="S1"),
+            {
+                **rec("masked", "red", tier="census", cluster="S1"),
+                "forced": {"platform": "ROCm", "flags": ["x=True"], "env": []},
+                "harness_reads": ["layer.w (harness:h.py:1)"],
+            },
             rec("red-observed", "red", pre=["unshadow: x"], cluster="S2", shared=True),
             rec("inconclusive", "inconclusive", pre=["unshadow: x"], tier=None),
             rec("not-applicable", "green", fixed=True),
@@ -340,6 +361,10 @@ def test_summary_counts_precondition_records_apart_and_every_fixed_grade():
         "0 red-observed, 0 red-unobserved, 0 masked, 1 green, 0 not-applicable"
     )
     assert by["storage clusters"] == "2 (1 with a shared build)"
+    assert lines[-1] == (
+        "  red bug-side records forcing a platform-only path: 1 (1 ROCm); resting on harness "
+        "reads or stand-in storage: 1"
+    )
 
 
 @pytest.mark.parametrize(
