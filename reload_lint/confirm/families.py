@@ -351,6 +351,17 @@ ROWS_0251: tuple[Row, ...] = (
         backends=("auto", "cutlass"),
     ),
     Row(
+        # `--quantization fp8_per_channel`: per-channel weights, per-token activations; this
+        # online method lets the oracle pick vLLM's CUTLASS experts (TritonOrCutlassExperts on
+        # SM90), whose constructor allocates the stride tensors a rebuild frees
+        "moe-online-fp8-ptpc",
+        "moe",
+        components=("_Fp8OnlineMoEBase", "Fp8PtpcOnlineMoEMethod"),
+        kernels=("CutlassExpertsFp8Base", "CutlassExpertsFp8", "TritonOrCutlassExperts"),
+        quant=("online", "fp8_per_channel"),
+        backends=("auto", "triton"),
+    ),
+    Row(
         "moe-online-int8",
         "moe",
         components=("Int8OnlineMoEMethod",),
