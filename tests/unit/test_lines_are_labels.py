@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -109,3 +110,39 @@ def test_dtype_items_order_lines_as_numbers():
     assert order_text(frozenset({("N",), ("D", "x", "p", 3)})) == order_text(
         frozenset({("D", "x", "p", 3), ("N",)})
     )
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "name", os.environ.get("RELOAD_LINT_SHIFT_TREES", "vllm-0.25.1").split(",")
+)
+def test_vllm_relabelled_records_give_the_relabelled_result(name, monkeypatch):
+    """The same premise on a vLLM release tree: 0.25.1, or those RELOAD_LINT_SHIFT_TREES
+    names (skipped when not cached)."""
+    import re
+
+    from reload_lint.sources import cache_root
+
+    root = cache_root() / "sources" / name
+    if not (root / "vllm").is_dir():
+        pytest.skip(f"{name} sources not cached (python scripts/bench.py fetches them)")
+    cfg = Config()
+    plain = run_check([root / "vllm"], cfg, base_dir=root, use_cache=False)
+    named = set()
+    for f in plain.findings:
+        named |= {f.path, *(s.path for s in f.trace)}
+        named |= set(re.findall(r"([\w./-]+\.py):\d+", json.dumps(f.to_json())))
+    maps = {}
+    for rel in sorted(named):
+        p = root / rel
+        if _read_as_text(rel) or not p.is_file():
+            continue
+        text = p.read_text(encoding="utf-8")
+        a, b = _map_for(text)
+        maps[rel] = {line: a * line + b for line in range(1, text.count("\n") + 3)}
+    want = shiftcut.relabel((plain.findings, [], {}), maps)
+    assert want is not None
+    monkeypatch.setattr(cache, "_extract_job", _moved_extract)
+    moved = run_check([root / "vllm"], cfg, base_dir=root, use_cache=False)
+    assert json.dumps(_report(moved.findings), indent=1) == json.dumps(_report(want[0]), indent=1)
