@@ -11,10 +11,11 @@ audited tree needs lives in one pickle, `<cache-dir>/packs/<tree key>.pack`:
 - whole-run results keyed by every file's hash and module, the config and the tool's own
   sources, so a run over an unchanged tree reads no source file at all;
 - the same results keyed by what the analysis actually consumed ("early cutoff", as build
-  systems call it): every file's module name, read status and text facts, plus the extraction
-  result of each file the analysis asked for. An edit that leaves those unchanged (a file the
-  analysis never reads; a comment that moves no line) reuses the result after re-parsing only
-  the edited files.
+  systems call it; cutoff.py): every file's module name, read status and text facts, plus the
+  extraction result of each file the analysis asked for. An edit that leaves those unchanged
+  (a file the analysis never reads; a comment that moves no line), that changes nothing the
+  analysis read of a record (index/deps.py), or that only moves lines (shiftcut.py) reuses the
+  result after re-parsing only the edited files.
 
 The pack is written to a temp file in the same folder and os.replace()d in: concurrent runs
 never see a torn file; the worst case is one run's additions being lost and recomputed.
