@@ -175,6 +175,14 @@ def test_two_files_at_once(runs):
     assert runs.same("pkg/a.py") == 0
 
 
+def test_a_move_next_to_an_edit_nothing_reads(runs):
+    """One file's lines move, another file gains a function nothing calls (the observations
+    cutoff): both at once are still a cutoff."""
+    _edit(runs.root / "pkg" / "a.py", _insert(ROOT_PY, "def apply", "        # read here"))
+    _edit(runs.root / "pkg" / "helpers.py", HELPERS_PY + "\n\ndef spare(w):\n    return w\n")
+    assert runs.same("pkg/a.py", "pkg/helpers.py") == 0
+
+
 def test_a_move_next_to_a_real_change_analyses(runs):
     _edit(runs.root / "pkg" / "a.py", "# top\n" + ROOT_PY)
     real = HELPERS_PY.replace("return order", "return order.contiguous()")
