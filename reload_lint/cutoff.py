@@ -143,7 +143,9 @@ class ConsumedResults:
             old = self._blobs.get(f"{sha}\x1f{sf.module}\x1f{int(sf.is_package)}")
             if old is None or blob_digest(old) != digest:
                 return None
-            held[rel] = record_map(old, now, self.texts[rel], lambda t, sf=sf: self._extract(sf, t))
+            held[rel] = record_map(
+                old, now, self.texts[rel], lambda t, sf=sf: self._extract(sf, t), observed
+            )
             if held[rel] is None:
                 return None
         return held

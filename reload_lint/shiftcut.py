@@ -16,7 +16,10 @@ map, and nothing else changed:
    walked together: every non-line leaf (strings, columns, constants, block ids, dict keys and
    their order, lengths, types) must be equal, and each line pairs an old value with a new
    one. The pairs must form a strictly increasing one-to-one map; otherwise the cutoff is
-   refused. The new record is then exactly the old one with `m` applied to its lines.
+   refused. The new record is then exactly the old one with `m` applied to its lines. When the
+   whole records differ otherwise (a function nothing calls appended next to the comment), the
+   same walk is made over what the analysis read of them instead (every kept observation,
+   index/deps.py, read on both): the analysis sees nothing else of a record.
 3. **The analysis treats lines as labels.** It compares lines of one file with `==`, `<` and
    `<=` (a statement's span, the block holding a call, the first reader by path and line),
    sorts findings by (path, line), and writes them into the findings: never `line + 1` on a
@@ -83,6 +86,36 @@ def line_map(old: dict, new: dict, shifted: dict) -> dict[int, int] | None:
             return None
     except RecursionError:
         return None
+    return _increasing(pairs)
+
+
+def observed_map(old: dict, new: dict, shifted: dict, observed: bytes) -> dict[int, int] | None:
+    """The same, for only what the analysis read of the record (`observed`, index/deps.py):
+    every kept observation must read on `new` what it read on `old` with one strictly
+    increasing map applied to its lines. The rest of the record may differ (a function nothing
+    calls appended next to a comment line): the analysis never sees it, as for the
+    observations cutoff."""
+    from reload_lint.index.deps import Unobservable, observations, read_observation
+
+    pairs: dict[int, int] = {}
+    back: dict[int, int] = {}
+    caches: tuple[dict, dict, dict] = ({}, {}, {})
+    try:
+        for kind, keys in observations(observed).items():
+            for key in keys:
+                o, n, s = (
+                    read_observation(r, kind, key, c)
+                    for r, c in zip((old, new, shifted), caches, strict=True)
+                )
+                if not _walk(o, n, s, pairs, back):
+                    return None
+    except (Unobservable, RecursionError, KeyError, TypeError, ValueError, IndexError):
+        return None  # an observation of another shape: no proof
+    return _increasing(pairs)
+
+
+def _increasing(pairs: dict[int, int]) -> dict[int, int] | None:
+    """`pairs` (one to one by construction) when it is strictly increasing on lines >= 1."""
     prev = 0
     for o in sorted(pairs):
         n = pairs[o]
@@ -125,10 +158,12 @@ def _walk(o, n, s, pairs: dict, back: dict) -> bool:
     return o == n and s == n  # another type: equal, and nothing in it moved with the lines
 
 
-def record_map(old_blob: bytes, new_blob: bytes, text: str, extract):
+def record_map(old_blob: bytes, new_blob: bytes, text: str, extract, observed=None):
     """The line map from the old extraction result to the new one of `text` (both pickled
-    ("ok", record) results), or None when the new record is not the old one with its lines
-    moved. `extract(text)` is the extraction result of a text under the file's module name."""
+    ("ok", record) results): of the whole record, else (given `observed`, what the analysis
+    read of the old record) of what the analysis read; None when the new record is not the old
+    one with its lines moved, there. `extract(text)` is the extraction result of a text under
+    the file's module name."""
     try:
         old, new = pickle.loads(old_blob), pickle.loads(new_blob)
     except Exception:  # a corrupt entry: no proof
@@ -138,7 +173,10 @@ def record_map(old_blob: bytes, new_blob: bytes, text: str, extract):
     shifted = extract("\n" * SHIFT + text)
     if not _is_ok(shifted):
         return None
-    return line_map(old[1], new[1], shifted[1])
+    got = line_map(old[1], new[1], shifted[1])
+    if got is None and observed is not None:
+        got = observed_map(old[1], new[1], shifted[1], observed)
+    return got
 
 
 def _is_ok(res) -> bool:

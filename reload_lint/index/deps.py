@@ -216,26 +216,55 @@ def _present(value) -> bytes | None:
     return None if d is None else b"+" + d
 
 
+class _Absent:
+    """What an observation of a key that is not there reads (one object: equal to itself)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "ABSENT"
+
+
+ABSENT = _Absent()
+
+
+class Unobservable(Exception):
+    """An observation that cannot be made on a record: an unknown view, a table that is not
+    one."""
+
+
+def read_observation(raw: dict, kind: str, key, cache: dict):
+    """The value observation (`kind`, `key`) reads on `raw`; ABSENT for a key that is not
+    there. Raises Unobservable when it cannot be made."""
+    if kind == VIEW:
+        name, params = key
+        fn = VIEWS.get(name)
+        if fn is None:
+            raise Unobservable(name)
+        return fn(raw, cache, *params)
+    if kind == TOP:
+        if key == WHOLE:
+            return _public(raw)
+        if isinstance(key, str) and key.startswith("_"):
+            return ABSENT
+        return raw[key] if key in raw else ABSENT
+    table = raw.get(kind)
+    if not isinstance(table, dict):
+        raise Unobservable(kind)
+    if key == WHOLE:
+        return table
+    return table[key] if key in table else ABSENT
+
+
 def _evaluate(raw: dict, kind: str, key, cache: dict) -> bytes | None:
     """One observation made on `raw`: b"+" and the digest of the value read, b"-" for a key
     that is not there (a prefix-free code: the concatenation of a file's observations is
     unambiguous), None when the value has no digest."""
-    if kind == VIEW:
-        name, params = key
-        fn = VIEWS.get(name)
-        return None if fn is None else _present(fn(raw, cache, *params))
-    if kind == TOP:
-        if key == WHOLE:
-            return _present(_public(raw))
-        if isinstance(key, str) and key.startswith("_"):
-            return _ABSENT
-        return _present(raw[key]) if key in raw else _ABSENT
-    table = raw.get(kind)
-    if not isinstance(table, dict):
+    try:
+        value = read_observation(raw, kind, key, cache)
+    except Unobservable:
         return None
-    if key == WHOLE:
-        return _present(table)
-    return _present(table[key]) if key in table else _ABSENT
+    return _ABSENT if value is ABSENT else _present(value)
 
 
 def observations(observed: bytes) -> dict:
