@@ -117,18 +117,19 @@ def test_dtype_items_order_lines_as_numbers():
 @pytest.mark.parametrize(
     "name", os.environ.get("RELOAD_LINT_SHIFT_TREES", "vllm-0.25.1").split(",")
 )
-def test_vllm_relabelled_records_give_the_relabelled_result(name, monkeypatch):
-    """The same premise on a vLLM release tree: 0.25.1, or those RELOAD_LINT_SHIFT_TREES
-    names (skipped when not cached)."""
+def test_release_relabelled_records_give_the_relabelled_result(name, monkeypatch):
+    """The same premise on a release tree: vLLM 0.25.1, or those RELOAD_LINT_SHIFT_TREES names
+    (`vllm-0.33.0`, `sglang-0.5.23`; skipped when not cached)."""
     import re
 
     from reload_lint.sources import cache_root
 
     root = cache_root() / "sources" / name
-    if not (root / "vllm").is_dir():
+    top = root / name.split("-", 1)[0]  # vllm/ or sglang/
+    if not top.is_dir():
         pytest.skip(f"{name} sources not cached (python scripts/bench.py fetches them)")
     cfg = Config()
-    plain = run_check([root / "vllm"], cfg, base_dir=root, use_cache=False)
+    plain = run_check([top], cfg, base_dir=root, use_cache=False)
     named = set()
     for f in plain.findings:
         named |= {f.path, *(s.path for s in f.trace)}
@@ -144,5 +145,5 @@ def test_vllm_relabelled_records_give_the_relabelled_result(name, monkeypatch):
     want = shiftcut.relabel((plain.findings, [], {}), maps)
     assert want is not None
     monkeypatch.setattr(cache, "_extract_job", _moved_extract)
-    moved = run_check([root / "vllm"], cfg, base_dir=root, use_cache=False)
+    moved = run_check([top], cfg, base_dir=root, use_cache=False)
     assert json.dumps(_report(moved.findings), indent=1) == json.dumps(_report(want[0]), indent=1)
