@@ -24,7 +24,7 @@ Cases:
                  lines moved once the new record is proven to be the last analysed one with a
                  line map (shiftcut.py, the line-shift cutoff). Run k puts k lines there, so
                  each run moves lines against the state the run before it left
-  one-file root  the same, but the edit adds a statement to the body of the file's first
+  one-file root  pre-commit on the same file after a statement is added to the body of its first
                  post-load root (`process_weights_after_loading`): what the analysis read
                  changed, so it runs again over records from the pack (only that file is
                  parsed); the case a cutoff cannot help, reported as it is
