@@ -42,8 +42,10 @@ from reload_lint.findings import FileError
 # their line; 11: state-flag pseudo-statements, block paths on expression statements; 12: member
 # tests (condon/condoff); 13: parsed with CPython's `ast` instead of libcst (the same records,
 # scripts/diff_extract.py; the key holds the interpreter's exact version instead of libcst's);
-# 16: storage_asserts (`assert a.data_ptr() == b.data_ptr()` in a function body)
-EXTRACT_VERSION = "16"
+# 16: storage_asserts (`assert a.data_ptr() == b.data_ptr()` in a function body); 17: basic
+# subscripts keep what each element does (`("slice", elems)`), functions their fixed integer
+# locals (`sizes`, index/lower_sizes.py)
+EXTRACT_VERSION = "17"
 # pack layout; 2: consumed-input results keep, per file, what the analysis read of its record
 PACK_VERSION = 2
 MAX_FILE_BYTES = 8 * 1024 * 1024

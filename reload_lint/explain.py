@@ -6,7 +6,7 @@ For each store the line holds (an attribute assignment, `setattr`, `register_buf
 - reported: the finding (rule, confidence, gate, reader, guard, masked, backends, fix,
   fingerprint), or accepted (`allowlisted (...)` / inline) with its reason;
 - decided safe, with the fact that decided it: registered, view, zero-element, idempotent,
-  allocates-nothing, guarded (run-once), unread, platform-only, alias, scope, ...;
+  allocates-nothing, same-shape, guarded (run-once), unread, platform-only, alias, scope, ...;
 - a step of another finding's trace (an allocation in a constructor is reported where the
   object is rebuilt);
 - not reached: no post-load root, constructor of a rebuilt object, first-forward lazy init or

@@ -3,6 +3,7 @@ context), closures and partials, and constructors with `self` under construction
 
 from __future__ import annotations
 
+from reload_lint.analysis import shapes as S
 from reload_lint.analysis import values as V
 from reload_lint.analysis.contracts import STALE_WHY, reuse_helper
 from reload_lint.analysis.frame import (
@@ -117,6 +118,8 @@ class CallMixin:
         out: tuple = ()
         for c in callee:
             out = V.union(out, self.call_value(fr, c, args, kwargs, line, e))
+        if func[0] == "a" and any(c.kind == V.TMETHOD for c in callee):
+            out = S.after_method(self, fr, recv, func[2], args_e, args, kwargs, out)
         if func[0] == "a" and all(v.kind == V.UNKNOWN for v in out) and recv:
             typed = self.typed_layer_call(fr, recv, func[2], line)  # analysis/identity.py
             if typed is not None:
@@ -216,6 +219,8 @@ class CallMixin:
         ):
             for a in args_e:
                 self.eval(fr, a)
+            if not S.keeps_shape_inplace(meth):
+                return S.forget(fr, recv)  # in-place: same storage, maybe another shape
             return recv  # in-place: same storage
         return None
 
@@ -331,7 +336,11 @@ class CallMixin:
             if _on_host(q, args, kwargs):
                 note = f"`{q}` makes a host (CPU) tensor: no device given"
                 return (AV(V.FRESH, value="host", trace=(TraceStep(fr.path, line, note),)),)
-            return self._fresh(fr, line, f"`{q}` allocates a new tensor", src=src)
+            out = self._fresh(fr, line, f"`{q}` allocates a new tensor", src=src)
+            if q in S.PADS and args:
+                pad_e = e[2][1] if len(e[2]) > 1 else dict(e[3]).get("pad")
+                out = S.with_shape(out, S.padded(fr, S.common(args[0]), pad_e))
+            return out
         last = q.rsplit(".", 1)[-1]
         if q in T.BUILTIN_SCALAR or last in T.BUILTIN_SCALAR:
             return (V.SCAL,)

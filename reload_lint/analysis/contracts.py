@@ -20,13 +20,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from reload_lint.analysis import triage
+from reload_lint.analysis import shapes, triage
 from reload_lint.analysis import values as V
 from reload_lint.analysis.frame import _allocates
 from reload_lint.analysis.reloadfacts import NEWEST, ReloadFacts
 from reload_lint.analysis.values import AV
 from reload_lint.index.deps import calls_in
-from reload_lint.summaries.torchapi import SHAPE_CHANGING
 
 CONTRACT_NAMES = ("vllm-layerwise", "inplace-only")
 
@@ -163,11 +162,13 @@ class Contract:
         deferred: bool = False,
         none_buffers=(),
         nonpersistent=(),
+        holder_src: str = "",
     ):
         """owner: module | object | held | data (then `holder` is the attribute whose `.data`
-        is written). `deferred`: the store is on a layer whose own post-load the reload runs
-        with no copy-back (judged as in place only); `none_buffers`: buffer names registered
-        only as None, `nonpersistent` only with `persistent=False`. Returns (rule, why) or None."""
+        is written, `holder_src` the tensor it is, as its values name it). `deferred`: the
+        store is on a layer whose own post-load the reload runs with no copy-back (judged as
+        in place only); `none_buffers`: buffer names registered only as None, `nonpersistent`
+        only with `persistent=False`. Returns (rule, why) or None."""
         inplace = self.name == "inplace-only" or deferred
         if (v.kind == V.PARAM and v.value == "empty") or (
             V.no_device_storage(v) and owner != "data"
@@ -202,13 +203,14 @@ class Contract:
         k = v.kind
         if owner == "data":
             if k == V.VIEW and v.value == "slice" and not inplace:
+                if shapes.same_as(v, holder_src):
+                    return None  # a slice that provably keeps the shape (`p.data[..., :]`)
                 return ("RL106", "a sliced view changes the parameter's shape and storage span")
             if k != V.FRESH:
                 return None
             if inplace:
                 return ("RL106", "`.data =` rebinds the parameter to new storage")
-            notes = " ".join(s.note for s in v.trace)
-            if any(f"`{op}`" in notes for op in SHAPE_CHANGING):
+            if shapes.shape_changing(v, holder_src):
                 return ("RL106", "shape-changing `.data =` swap replaces the parameter's storage")
             return None
         if k == V.CALLABLE:

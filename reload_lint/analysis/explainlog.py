@@ -12,6 +12,7 @@ from __future__ import annotations
 from reload_lint.analysis import values as V
 from reload_lint.analysis.contracts import idempotent_cast
 from reload_lint.analysis.externals import VIEW_FACT
+from reload_lint.analysis.shapes import shape_ops
 
 
 class Everything:
@@ -111,6 +112,12 @@ def safe_reason(v, owner: str | None, target: str = "") -> tuple[str, str]:
     if kind == V.FRESH and owner == "module":
         return ("registered", "assigned to a registered buffer name: copy-back refreshes it")
     if kind == V.FRESH and owner == "data":
+        if shape_ops(v):
+            return (
+                "same-shape",
+                "a shape-changing op undone (shape arithmetic): the value has the parameter's "
+                "shape, copy-back copies it into the registered storage",
+            )
         return ("registered", "a same-shape `.data =`: copy-back restores the registered storage")
     if kind in (V.CONTAINER, V.CALLABLE):
         return ("no-tensor", "holds no tensor created after loading and binds no registered one")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from reload_lint.analysis import shapes as S
 from reload_lint.analysis import values as V
 from reload_lint.analysis.frame import (
     Frame,
@@ -73,32 +74,47 @@ class ExprMixin:
                 src = _derived_src(left) or _derived_src(right)
                 conf = _conf_of(left, right)
                 line = e[4] if len(e) > 4 and e[4] else _line_of(e, fr)
-                return self._fresh(fr, line, f"`{e[1]}` allocates a new tensor", conf, src)
+                out = self._fresh(fr, line, f"`{e[1]}` allocates a new tensor", conf, src)
+                # elementwise with a scalar operand: the tensor operand's shape
+                if S.plain(right):
+                    return S.with_shape(out, S.common(left))
+                if S.plain(left):
+                    return S.with_shape(out, S.common(right))
+                return out
             return (V.SCAL,)
         if k == "u":
             inner = self.eval(fr, e[2])
             if V.tensorish(inner):
-                return self._fresh(
+                out = self._fresh(
                     fr, _line_of(e, fr), "unary op allocates", src=_derived_src(inner)
                 )
+                return S.with_shape(out, S.common(inner))
             return (V.SCAL,)
         if k == "s":
             base = self.eval(fr, e[1])
             out: tuple = ()
             for b in base:
                 if b.kind in (V.REG, V.VIEW, V.PARAM):
-                    if e[2] == ("slice",):
-                        out = V.union(
-                            out,
-                            (AV(V.VIEW, conf=b.conf, trace=b.trace, src=b.src, value="slice"),),
+                    if e[2][0] == "slice":
+                        shape = S.sliced(fr, S.shape_of(b), e[2])
+                        view = AV(
+                            V.VIEW,
+                            conf=b.conf,
+                            trace=b.trace,
+                            src=b.src,
+                            value="slice",
+                            shape=shape,
                         )
+                        out = V.union(out, (view,))
                     else:
                         out = V.union(
                             out,
                             self._fresh(fr, _line_of(e, fr), "advanced indexing copies", src=b.src),
                         )
                 elif b.kind == V.FRESH:
-                    if e[2] == ("slice",):
+                    if e[2][0] == "slice":
+                        if b.shape:  # a slice of a tensor of known shape (analysis/shapes.py)
+                            b = replace(b, shape=S.sliced(fr, b.shape, e[2]))
                         out = V.union(out, (b,))
                     else:
                         out = V.union(
@@ -461,7 +477,8 @@ class ExprMixin:
             value = b.value
         else:
             value = None
-        return (AV(V.VIEW, conf=b.conf, trace=b.trace, src=b.src, value=value),)
+        shape = S.shape_of(b) if op in S.SAME_SHAPE_VIEWS else ()
+        return (AV(V.VIEW, conf=b.conf, trace=b.trace, src=b.src, value=value, shape=shape),)
 
     # ------------------------------------------------------------------ member tests
     def cond_cannot_hold(self, fr: Frame, terms) -> bool:
@@ -500,13 +517,16 @@ class ExprMixin:
                 out = V.union(out, (V.SCAL,))
             elif name in T.VIEW_METHODS:
                 if b.kind == V.FRESH:
+                    if b.shape and name not in S.SAME_SHAPE_VIEWS:
+                        b = replace(b, shape=())  # (`.view(t.shape)`: shapes.after_method)
                     out = V.union(out, (b,))
                 else:
                     out = V.union(out, self.view_of(fr, b, name, line))
             elif name in T.VIEW_TUPLE_METHODS:
-                part = (b,) if b.kind == V.FRESH else (AV(V.VIEW, src=b.src),)
+                part = (replace(b, shape=()),) if b.kind == V.FRESH else (AV(V.VIEW, src=b.src),)
                 out = V.union(out, (AV(V.CONTAINER, items=part, value="list"),))
             elif name == "set_" and args:
+                S.forget(fr, (b,))
                 # `t.set_(src, ...)`: t now uses src's storage (a zero-element `torch.empty(0)`
                 # receiver included): a view of src, or src's new storage
                 for a in args[0]:
@@ -519,6 +539,8 @@ class ExprMixin:
                         tr = (TraceStep(fr.path, line, note),)
                         out = V.union(out, (AV(V.FRESH, conf="low", src=b.src, trace=tr),))
             elif name.endswith("_") and not name.startswith("_"):
+                if b.shape and not S.keeps_shape_inplace(name):
+                    b = S.forget(fr, (b,))[0]
                 out = V.union(out, (b,))
             else:
                 src = b.src

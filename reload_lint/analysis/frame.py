@@ -3,6 +3,7 @@ the small value/trace helpers the rooms share."""
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field, replace
 
 from reload_lint.analysis import values as V
@@ -66,6 +67,8 @@ class Frame:
     dead: int = 0
     # ((attr, value), ...): flags of `self` known on this path (analysis/flagpaths.py)
     truths: tuple = ()
+    # this activation's number: a fixed local's shape symbol holds in it only (shapes.py)
+    serial: int = field(default_factory=itertools.count(1).__next__)
 
 
 def to_host(name: str, args, kwargs) -> bool:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 
+from reload_lint.analysis import shapes as S
 from reload_lint.analysis import triage
 from reload_lint.analysis import values as V
 from reload_lint.analysis.calls import CallMixin
@@ -325,7 +326,8 @@ class Analyzer(
         elif kind in ("flagon", "flagoff", "flagexit"):
             self.exec_flag(fr, st)
         elif kind == "ret":
-            fr.returns.append(self.eval(fr, st[4]) if st[4] is not None else (V.NON,))
+            vals = self.eval(fr, st[4]) if st[4] is not None else (V.NON,)
+            fr.returns.append(tuple(S.at_return(v) for v in vals))
         elif kind == "aug":
             tgt = st[4]
             if tgt[0] == "n":

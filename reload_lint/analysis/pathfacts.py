@@ -30,6 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from reload_lint.analysis import values as V
+from reload_lint.analysis.shapes import shape_changing
 from reload_lint.config import path_matches
 from reload_lint.index.extract import _INVERT as _NOT  # flag senses and their negations
 from reload_lint.index.extract import DTYPE_ALIASES, dotted
@@ -456,9 +457,12 @@ class PathFactsMixin:
             self._ckpt = names
         return self._ckpt
 
-    def note_masking_store(self, fr, attr: str, v, owner: str, rule: str) -> None:
+    def note_masking_store(
+        self, fr, attr: str, v, owner: str, rule: str, holder_src: str = ""
+    ) -> None:
         """A post-load store that may break the next load: a checkpoint Parameter re-bound
-        without a weight_loader, or reshaped through `.data`."""
+        without a weight_loader, or reshaped through `.data` (`holder_src`: the tensor whose
+        `.data` is written, as its values name it)."""
         if fr.mode != "post" or attr not in self.checkpoint_names():
             return
         pos = self.root_block(fr)
@@ -470,7 +474,7 @@ class PathFactsMixin:
         if owner in ("module", "held") and v.kind == V.PARAM and v.value is not None:
             # a torch nn.Parameter (a project Parameter class takes its weight_loader)
             fr.root.rebound.setdefault(attr, (fr.path, fr.line_hint, pos))
-        elif owner == "data" and rule == "RL106" and _shape_changing(v):
+        elif owner == "data" and rule == "RL106" and shape_changing(v, holder_src):
             fr.root.reshaped.setdefault(attr, (fr.path, fr.line_hint, self.root_block(fr)))
         elif owner == "module" and v.kind in (V.FRESH, V.VIEW, V.REG):
             fr.root.plain.setdefault(attr, (fr.path, fr.line_hint, self.root_block(fr)))
@@ -648,10 +652,3 @@ def _glob(pattern: str, text: str) -> bool:
     import fnmatch
 
     return fnmatch.fnmatchcase(text, pattern)
-
-
-def _shape_changing(v) -> bool:
-    from reload_lint.summaries.torchapi import SHAPE_CHANGING
-
-    notes = " ".join(s.note for s in v.trace)
-    return any(f"`{op}`" in notes for op in SHAPE_CHANGING)

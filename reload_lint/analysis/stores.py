@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from reload_lint.analysis import shapes as S
 from reload_lint.analysis import values as V
 from reload_lint.analysis.externals import VIEW_FACT
 from reload_lint.analysis.frame import (
@@ -231,6 +232,8 @@ class StoreMixin:
                 owner = {V.MODULE: "module", V.OBJ: "object", V.MATTR: "held"}.get(r.kind)
                 if attr == "data" and r.kind in (V.REG, V.VIEW, V.MATTR, V.PARAM, V.FRESH):
                     owner = "data" if r.kind != V.FRESH else None
+                    if r.shape:  # `t.data = ...` may give t another shape (shapes.forget)
+                        S.forget(fr, (r,))
                 if owner is None:
                     continue
                 if owner == "module" and not mutate:
@@ -261,13 +264,15 @@ class StoreMixin:
                         deferred=deferred and (v.kind != V.PARAM or len(fr.stack) == 1),
                         none_buffers=nones,
                         nonpersistent=nps,
+                        holder_src=r.src if owner == "data" else "",
                     )
                     self.note_judged(fr, st[1], target, v, verdict, "store", owner)
                     if verdict:
                         rule, why = verdict
                         if deferred and rule in ("RL109", "RL106"):
                             why = f"{why}; a deferred layer's post-load has no copy-back"
-                        self.note_masking_store(fr, m_attr, v, owner, rule)
+                        hsrc = r.src if owner == "data" else ""
+                        self.note_masking_store(fr, m_attr, v, owner, rule, hsrc)
                         conf = v.conf if owner != "held" else V.lower(v.conf)
                         key = self.report(fr, rule, st, target, v, why, conf=conf)
                         if key and rule == "RL101" and attr in nones and attr in buffers:

@@ -49,6 +49,8 @@ class AV:
     chosen: bool = field(default=False, compare=False)
     # kept state an object was handed by its constructor's caller (not its own allocation)
     handed: bool = field(default=False, compare=False)
+    # a tensor's shape relative to a registered one, () unknown (analysis/shapes.py)
+    shape: tuple = ()
 
     def key(self) -> tuple:
         """Identity for memoisation (no traces); computed once per value."""
@@ -63,6 +65,7 @@ class AV:
                 self.fn,
                 self.oid,
                 _items_key(self.items),
+                self.shape,
             )
             object.__setattr__(self, "_key", k)
             return k

@@ -11,7 +11,9 @@ Expression forms (tuples):
   ("a", base, attr)                 attribute
   ("c", func, args, kwargs, line, star)   call; kwargs is a tuple of (name, expr)
   ("b", op, left, right, line)      binary op        ("u", op, operand) unary op
-  ("s", base, index)                subscript; index is ("slice",) for basic slicing
+  ("s", base, index)                subscript; index is ("slice", elems) for basic slicing
+                                    (("slice",) with EXTENSIONS off; elems: index/lower_expr.py
+                                    _slice_elems)
   ("k", kind, value)                constant: none/int/float/str/bool/other; an int's value is
                                     its source text ("0x10", "1_000")
   ("t", kind, items)                tuple/list/set display; `*x` items are ("star", x)
@@ -88,6 +90,9 @@ class _Extractor(SourceText, ExprLowering, GuardLowering, DefLowering):
         # path of suite ids from the function body down to the current block: a later
         # assignment overwrites an earlier one only when its block encloses the earlier one's
         self.local_flags: dict[str, list] = {}  # local name -> the flag test it holds
+        # names the current function uses as sizes (slice bounds, pad amounts): the ones
+        # its `sizes` are worked out for (index/lower_sizes.py)
+        self.size_names: set[str] = set()
         self.block_path: list[int] = []
         self.block_ids = 0
         self.imports: dict[str, str] = {}

@@ -7,6 +7,7 @@ import ast
 
 from reload_lint.index import lower_util
 from reload_lint.index.lower_names import _body_names
+from reload_lint.index.lower_sizes import function_sizes
 from reload_lint.index.lower_util import (
     _COMPOUND,
     _FUNCS,
@@ -68,11 +69,14 @@ class DefLowering:
         body: list = []
         saved, self.block_path = self.block_path, []
         saved_flags, self.local_flags = self.local_flags, {}
+        saved_sizes, self.size_names = self.size_names, set()
         try:
             self.block(node.body, body, None, qn, cls_qn)
+            size_names = self.size_names
         finally:
             self.block_path = saved
             self.local_flags = saved_flags
+            self.size_names = saved_sizes
         ln, col, end = self.span(node)
         loads, stores, attrs = _body_names(node.body, self)
         reads = sorted(attrs.items())
@@ -97,6 +101,12 @@ class DefLowering:
             "free": free,
             "guarded": any(s[0] == "assign" and s[6] for s in body),
         }
+        if lower_util.EXTENSIONS and size_names:
+            # fixed integer locals with a lower bound, of the names it uses as sizes (shape
+            # arithmetic: index/lower_sizes.py)
+            sizes = function_sizes(node, [p.arg for p in params], size_names)
+            if sizes:
+                self.functions[qn]["sizes"] = sizes
 
     def klass(self, node: ast.ClassDef, qn: str) -> None:
         bases = tuple(self.expr(b.value if type(b) is ast.Starred else b) for b in node.bases)

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import ast
 
+from reload_lint.index import lower_util
 from reload_lint.index.lower_names import _body_names
+from reload_lint.index.lower_sizes import note_sizes, size_term
 from reload_lint.index.lower_util import (
     _BINOPS,
     _UNARY,
@@ -85,6 +87,11 @@ class ExprLowering:
                 star = True
             else:
                 kwargs.append((k.arg, self.expr(k.value)))
+        if lower_util.EXTENSIONS and _pad_callee(node.func):
+            # a pad's amounts are sizes (analysis/shapes.py)
+            for a in (*node.args, *(k.value for k in node.keywords)):
+                if type(a) in (ast.Tuple, ast.List):
+                    note_sizes([size_term(x) for x in a.elts], self.size_names)
         return ("c", self.expr(node.func), tuple(args), tuple(kwargs), node.lineno, star)
 
     def _x_binop(self, node):
@@ -107,7 +114,14 @@ class ExprLowering:
                 continue
             basic = False
         if basic:
-            index = ("slice",)
+            # with the extensions on, what each element does to its dimension (shape
+            # arithmetic, analysis/shapes.py): ("slice", ((kind, ...), ...))
+            if lower_util.EXTENSIONS:
+                index = ("slice", _slice_elems(elems))
+                for el in index[1]:
+                    note_sizes(el[1:], self.size_names)
+            else:
+                index = ("slice",)
         elif len(elems) == 1 and type(elems[0]) is not ast.Slice:
             index = self.expr(elems[0])
         else:
@@ -260,3 +274,27 @@ def _keyword_only(body: ast.AST) -> set[str]:
         elif isinstance(n, ast.Name):
             read.add(n.id)
     return kws - read
+
+
+def _slice_elems(elems) -> tuple:
+    """A basic subscript's elements, each as a tuple of strings: ("..",) an Ellipsis,
+    ("none",) a new axis, ("i",) an integer index, ("sl", start, stop, step) a slice whose
+    bounds are size terms (index/lower_util.size_term: "" when absent)."""
+    out = []
+    for v in elems:
+        tp = type(v)
+        if tp is ast.Slice:
+            out.append(("sl", size_term(v.lower), size_term(v.upper), size_term(v.step)))
+        elif tp is ast.Constant and v.value is ...:
+            out.append(("..",))
+        elif tp is ast.Constant and v.value is None:
+            out.append(("none",))
+        else:
+            out.append(("i",))
+    return tuple(out)
+
+
+def _pad_callee(func) -> bool:
+    """A call named `pad` (`F.pad`, `torch.nn.functional.pad`, an imported `pad`)."""
+    tp = type(func)
+    return (tp is ast.Attribute and func.attr == "pad") or (tp is ast.Name and func.id == "pad")

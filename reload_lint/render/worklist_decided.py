@@ -162,7 +162,7 @@ def decided_sites(explain: dict, findings=()) -> list[dict]:
         if row["rule"] or not row["safe"]:
             continue
         fact, why = row["safe"]
-        if fact not in ("zero-element", "allocates-nothing", "idempotent"):
+        if fact not in ("zero-element", "allocates-nothing", "idempotent", "same-shape"):
             continue
         out.setdefault(
             (row["path"], row["line"], row["target"]),

@@ -57,7 +57,6 @@ POSITIVES = {
         (B12X, "self.w2_sf_mma", {"RL102"}),
         (B12X, "self._wrapper", {"RL108"}),  # B12xMoEWrapper built on first use (#50538)
         (f"{FM}/experts/cutlass_moe.py", "self._permute_scratch", {"RL108"}),
-        (f"{FM}/unquantized_fused_moe_method.py", "layer.w13_weight.data", {"RL106"}),
         (MLA, "self.W_UV", {"RL101"}),
         (MLA, "self.W_UK_T", {"RL101"}),
         (MLA, "self.W_K", {"RL101"}),
@@ -158,6 +157,11 @@ DECIDED = {
         # (trtllm_nvfp4_moe.py:122-126): an alias of the final registered Parameter, which
         # graphs captured and copy-back refreshes in place
         (f"{FM}/experts/trtllm_nvfp4_moe.py", "self.g1_scale_c", "registered alias"),
+        # `F.pad(w, (0, n))[..., :-n]` with `n = 256 // w.element_size()` (the ROCm MoE
+        # padding, unquantized_fused_moe_method.py:150): the pad is sliced back off, the swap
+        # keeps the shape and copy-back refreshes the registered storage (green on the H200)
+        (f"{FM}/unquantized_fused_moe_method.py", "layer.w13_weight.data", "same shape"),
+        (f"{FM}/unquantized_fused_moe_method.py", "layer.w2_weight.data", "same shape"),
     ],
     "0.33.0": [
         # the alias at :164 after registering at :160-163, as in 0.25.1

@@ -302,7 +302,8 @@ def test_high_confidence_needs_an_unconditional_store_and_a_reader(tmp_path):
 
 def test_new_storage_on_one_branch_only_is_a_conditional_store(tmp_path):
     # a helper that re-binds its argument under a config `if` and returns it: the store is new
-    # storage on that path and the registered tensor itself on the other (ROCm MoE padding)
+    # storage on that path and the registered tensor itself on the other (a pad kept, not
+    # sliced back: sliced back it keeps the shape, tests/unit/test_engine_shapes.py)
     files = {
         "pkg/__init__.py": "",
         "pkg/m.py": """
@@ -318,11 +319,11 @@ def test_new_storage_on_one_branch_only_is_a_conditional_store(tmp_path):
 
             def _maybe_pad(self, weight):
                 if envs.PAD and weight.stride(-1) == 1:
-                    weight = F.pad(weight, (0, 64))[..., :-64]
+                    weight = F.pad(weight, (0, 64))
                 return weight
 
             def _pad(self, weight):
-                weight = F.pad(weight, (0, 64))[..., :-64]
+                weight = F.pad(weight, (0, 64))
                 return weight
 
             def process_weights_after_loading(self, layer):
