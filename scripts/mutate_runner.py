@@ -43,8 +43,8 @@ TRUTH = "tests/runtime/test_runner_truth.py"
 MUTANTS: dict[str, tuple[str, str, str, list[str]]] = {
     "reach": (
         "reload_lint/confirm/runner.py",
-        "    if not reached:\n        return None\n",
-        "    if False:\n        return None\n",
+        "    reached, why = reach(seen, msgs)\n    if not reached:\n",
+        "    reached, why = reach(seen, msgs)\n    if False:\n",
         [f"{TRUTH}::test_a_store_in_a_branch_not_taken_gets_no_verdict_from_its_targets_storage"],
     ),
     "read": (

@@ -289,6 +289,15 @@ def _record(site: Site, recipe, spec, msgs, outcome, opts, t0) -> EvidenceRecord
     seen = dataclasses.replace(f, line=min(lines), end_line=max(lines)) if lines else f
     reached, why = reach(seen, msgs)
     if not reached:
+        # no record: the build says nothing about this store; the log says why, so a reader
+        # of the sweep sees every build a finding was planned on (a refused backend, a branch)
+        side = "fixed" if fixed else "bug"
+        row = getattr(getattr(recipe, "row", None), "id", None) or "-"
+        _say(
+            opts,
+            f"[{f.fingerprint[:10]}] {f.rule} {f.symbol} {f.target} ({side}, "
+            f"{row}@{recipe.name.rsplit(':', 1)[-1]}): NOT REACHED - {why}",
+        )
         return None
     verdict, failure, reason, grade = judge(f, msgs, outcome, fixed)
     load_a = stage(msgs, "load_a") or {}

@@ -18,6 +18,7 @@ verdict a broken runner would get wrong:
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import sys
 import types
@@ -107,12 +108,17 @@ def test_a_lambda_replaced_at_once_by_a_partial_is_not_lent_the_partials_red():
 def test_a_store_in_a_branch_not_taken_gets_no_verdict_from_its_targets_storage():
     k = "OverwrittenLambdaKernel"
     other = finding(k, "index=perm.flip(0)", "self.act_perm", "RL103", callable_message("partial"))
-    out, rows = run(other)
+    log = io.StringIO()
+    out, rows = run(other, log=log)
     # the target's storage did move (the taken branch's partial), but this line never ran
     [rec] = rows
     assert rec["verdict"] == "inconclusive" and rec["grade"] == "inconclusive"
     assert f"line {other.line} did not run" in rec["reason"]
     assert "in the else of `if layer.in_features % 8 == 0`" in rec["reason"]
+    # the build that did not reach the line leaves no record, but the sweep log says why
+    [said] = [ln for ln in log.getvalue().splitlines() if "NOT REACHED" in ln]
+    assert said.startswith(f"[{other.fingerprint[:10]}] RL103") and "(bug, " in said
+    assert f"line {other.line} did not run" in said
 
 
 def test_a_post_load_tensor_the_capture_never_reads_is_unread():
