@@ -25,7 +25,7 @@ from pathlib import Path
 
 from reload_lint.confirm.evidence import GRADES
 from reload_lint.confirm.report_fix import diff_section, fixed_cell, headline
-from reload_lint.confirm.verdicts import precondition_names
+from reload_lint.confirm.verdicts import escaped_rows, precondition_names
 
 #: most decisive first
 RANK = ("red-observed", "masked", "red-unobserved", "unread", "green", "not-applicable")
@@ -124,21 +124,14 @@ def _marks(r: dict) -> str:
 
 def folded_escaped(r: dict) -> list[dict]:
     """The stores folded into the record's finding (census ``also``, schema 1.4) whose line ran
-    and whose own storage escaped (moved or freed, as ``decide`` judges it) while the capture
-    read it."""
-    from reload_lint.confirm.decide import still_held
-
-    census = r.get("census") or {}
-    # a moved path whose old storage another recorded path still holds did not escape (decide)
-    rows = {row["path"]: row for row in still_held(census.get("rows") or [])}
-    out = []
-    for a in (census.get("also") or {}).values():
-        if a.get("ran") is False:
-            continue
-        hit = [rows[p] for p in a.get("linked", ()) if p in rows]
-        if any((x["moved"] or x["freed"]) and x["graph_visible"] for x in hit):
-            out.append(a)
-    return out
+    and whose own storage escaped (``verdicts.escaped_rows``: moved or freed, as ``decide``
+    judges it, while the capture read it)."""
+    escaped = {c["path"] for c in escaped_rows(r)}
+    return [
+        a
+        for a in ((r.get("census") or {}).get("also") or {}).values()
+        if a.get("ran") is not False and escaped.intersection(a.get("linked", ()))
+    ]
 
 
 def figures(findings: list[dict], sites: dict[str, dict]) -> dict:

@@ -291,26 +291,23 @@ def _precondition_artifacts(rows: list[dict]) -> None:
         r.update(verdict="inconclusive", failure=None, grade="inconclusive", reason=why)
 
 
-def _escaped(rec: dict) -> set:
-    """Storage keys of the record's own linked rows that the capture read and that moved or
-    were freed (a moved path whose old storage another path still holds did not escape)."""
-    from reload_lint.confirm.decide import still_held
-
-    census = rec.get("census") or {}
-    linked = set(census.get("linked") or [])
-    rows = still_held([dict(c) for c in census.get("rows") or []])
-    return {
-        c.get("storage")
-        for c in rows
-        if c["path"] in linked and c.get("graph_visible") and (c["moved"] or c["freed"])
-    }
-
-
-def _all_escaped(rec: dict) -> set:
+def escaped_rows(rec: dict) -> list[dict]:
+    """The record's census rows the capture read that moved or were freed (a moved path whose
+    old storage another path still holds did not escape: ``decide.still_held``)."""
     from reload_lint.confirm.decide import still_held
 
     rows = still_held([dict(c) for c in (rec.get("census") or {}).get("rows") or []])
-    return {c.get("storage") for c in rows if c.get("graph_visible") and (c["moved"] or c["freed"])}
+    return [c for c in rows if c.get("graph_visible") and (c["moved"] or c["freed"])]
+
+
+def _escaped(rec: dict) -> set:
+    """Storage keys of the record's own linked rows that escaped (``escaped_rows``)."""
+    linked = set((rec.get("census") or {}).get("linked") or [])
+    return {c.get("storage") for c in escaped_rows(rec) if c["path"] in linked}
+
+
+def _all_escaped(rec: dict) -> set:
+    return {c.get("storage") for c in escaped_rows(rec)}
 
 
 def _clusters(rows: list[dict]) -> None:
