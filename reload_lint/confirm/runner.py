@@ -291,13 +291,8 @@ def _record(site: Site, recipe, spec, msgs, outcome, opts, t0) -> EvidenceRecord
     if not reached:
         # no record: the build says nothing about this store; the log says why, so a reader
         # of the sweep sees every build a finding was planned on (a refused backend, a branch)
-        side = "fixed" if fixed else "bug"
-        row = getattr(getattr(recipe, "row", None), "id", None) or "-"
-        _say(
-            opts,
-            f"[{f.fingerprint[:10]}] {f.rule} {f.symbol} {f.target} ({side}, "
-            f"{row}@{recipe.name.rsplit(':', 1)[-1]}): NOT REACHED - {why}",
-        )
+        row = getattr(getattr(recipe, "row", None), "id", None)
+        _say(opts, f"{_site_head(f, fixed, row, recipe.name)}: NOT REACHED - {why}")
         return None
     verdict, failure, reason, grade = judge(f, msgs, outcome, fixed)
     load_a = stage(msgs, "load_a") or {}
@@ -417,14 +412,19 @@ def shared_with(fingerprint: str, census: dict) -> dict:
     return out
 
 
+def _site_head(f, fixed: bool, row: str | None, recipe: str | None, tier: str = "") -> str:
+    """``[fingerprint] RULE symbol target (side, row@backend[, tier T])``: how a progress line
+    names one finding in one build."""
+    side = "fixed" if fixed else "bug"
+    where = f"{row or '-'}@{(recipe or '-').rsplit(':', 1)[-1]}"
+    return f"[{f.fingerprint[:10]}] {f.rule} {f.symbol} {f.target} ({side}, {where}{tier})"
+
+
 def _say_record(opts: Options, r: EvidenceRecord) -> None:
-    side = "fixed" if r.fixed else "bug"
-    where = f"{r.row or '-'}@{(r.recipe or '-').rsplit(':', 1)[-1]}"
+    head = _site_head(r, r.fixed, r.row, r.recipe, f", tier {r.tier or '-'}")
     _say(
         opts,
-        f"[{r.fingerprint[:10]}] {r.rule} {r.symbol} {r.target} ({side}, {where}, "
-        f"tier {r.tier or '-'}): {r.verdict.upper()}{' ' + r.failure if r.failure else ''} "
-        f"- {r.reason}",
+        f"{head}: {r.verdict.upper()}{' ' + r.failure if r.failure else ''} - {r.reason}",
     )
 
 
