@@ -110,14 +110,14 @@ def test_not_folded_into_a_suppressed_host_or_another_methods_kernel():
 
 
 def test_gate_note_names_the_folded_entries():
-    from reload_lint.commands import GateOutcome, _gate_notes
+    from reload_lint.gate import GateOutcome, gate_notes
 
     fs = _case()
     entries = [BaselineEntry(f.fingerprint, f.rule, f.path, f.symbol, f.target, "") for f in fs]
     res = match_baseline(fold_shared_storage(list(fs)), entries)
     out = GateOutcome(reported=res.new, shown=[], suppressed=[], errors=[])
     out.baseline_active, out.baselined, out.stale, out.folded = True, 3, res.stale, res.folded
-    notes = _gate_notes(out, strict=True, show_suppressed=False)
+    notes = gate_notes(out, strict=True, show_suppressed=False)
     assert notes[0] == "baseline: 3 known findings matched, 0 stale entries"
     assert "3 entries now folded into another finding's `also`" in notes[1]
     assert any("`self.moe_quant_config`" in n and "-> pkg/quant.py:22 RL105" in n for n in notes)

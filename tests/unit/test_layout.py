@@ -98,7 +98,8 @@ def import_graph() -> dict[str, set[str]]:
 def test_the_graph_is_read():
     graph = import_graph()
     assert "reload_lint.commands" in graph["reload_lint.cli"]
-    assert "reload_lint.engine" in graph["reload_lint.commands"]
+    assert "reload_lint.plan" in graph["reload_lint.commands"]
+    assert "reload_lint.engine" in graph["reload_lint.plan"]
 
 
 def test_no_import_cycles():
