@@ -81,6 +81,8 @@ class ExprMixin:
                 if S.plain(left):
                     return S.with_shape(out, S.common(right))
                 return out
+            if e[1] == "+":
+                return _concat(left, right)
             return (V.SCAL,)
         if k == "u":
             inner = self.eval(fr, e[2])
@@ -411,10 +413,13 @@ class ExprMixin:
         recv = self.eval(fr, recv_e)
         built = sorted({n.value for n in names if n.kind == V.STR and n.value})
         helper = name_e[0] == "n" and not fr.func.get("cls") and not fr.func.get("parent")
-        if (name_e[0] == "f" or helper) and built and len(built) == len(names):
-            # an f-string name resolved from what the callers pass, or the name a module-level
-            # helper is given (reported at its caller, analysis/readers.py relocate): one store
-            # (or read) per name it can be, each under its own target
+        # a name this function binds itself (a loop over literal names), not one it is given
+        local = name_e[0] == "n" and name_e[1] not in fr.func.get("params", ())
+        if (name_e[0] in ("f", "b") or helper or local) and built and len(built) == len(names):
+            # an f-string or `+` name resolved from what the callers pass or a loop runs over,
+            # or the name a module-level helper is given (reported at its caller,
+            # analysis/readers.py relocate): one store (or read) per name it can be, each
+            # under its own target
             if name == "setattr" and len(args_e) >= 3:
                 vals = self.eval(fr, args_e[2])
                 st = ("assign", e[4], 1, e[4], (), None, None)
@@ -592,3 +597,16 @@ def _call_stores(an, f: dict) -> dict:
             idx.setdefault(a, []).append((st, bases))
     memo[id(f)] = (f, idx)
     return idx
+
+
+def _concat(left: tuple, right: tuple) -> tuple:
+    """`a + b` of names: the strings it can be (as an f-string's, a few at most), else an
+    unknown scalar."""
+    ls = [v.value for v in left if v.kind == V.STR and v.value is not None]
+    rs = [v.value for v in right if v.kind == V.STR and v.value is not None]
+    if not ls or not rs or len(ls) != len(left) or len(rs) != len(right):
+        return (V.SCAL,)
+    combos = sorted({a + b for a in ls for b in rs})
+    if len(combos) > 8:
+        return (V.SCAL,)
+    return tuple(AV(V.STR, value=c) for c in combos)

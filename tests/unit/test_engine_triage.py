@@ -533,6 +533,42 @@ def test_fstring_attribute_names_resolve_from_the_prefixes_callers_pass(tmp_path
     assert found["weight.data"].reader and found["weight.data"].reader.endswith("in M.apply")
 
 
+def test_names_joined_with_plus_in_a_loop_resolve_per_name(tmp_path):
+    # `name + "_inv"` over a loop of literal names: one store per name, and `getattr(layer,
+    # name)` reads each registered scale; a loop over the same names re-registering
+    # Parameters stays clean; a prefix the caller passes resolves per caller, as in f-strings
+    files = {
+        "pkg/__init__.py": "",
+        "pkg/m.py": """
+        import torch
+
+
+        class M:
+            def create_weights(self, layer: torch.nn.Module) -> None:
+                layer.register_parameter("w13_scale", torch.nn.Parameter(torch.ones(2)))
+                layer.register_parameter("w2_scale", torch.nn.Parameter(torch.ones(2)))
+
+            def process_weights_after_loading(self, layer: torch.nn.Module) -> None:
+                for name in ("w13_scale", "w2_scale"):
+                    setattr(layer, name + "_inv", 1.0 / getattr(layer, name))
+                for name in ("w13_scale", "w2_scale"):
+                    setattr(layer, name, torch.nn.Parameter(getattr(layer, name) * 2))
+                self._given(layer, "w2")
+
+            def _given(self, layer, prefix):
+                setattr(layer, prefix + "_perm", torch.argsort(layer.w2_scale))
+
+            def apply(self, layer, x):
+                return x * layer.w13_scale_inv * layer.w2_scale_inv + x[layer.w2_perm]
+        """,
+    }
+    found = _by_target(_run(tmp_path, files))
+    assert sorted(found) == ["layer.w13_scale_inv", "layer.w2_perm", "layer.w2_scale_inv"]
+    for t in found:
+        assert found[t].rule == "RL101"
+        assert found[t].reader and found[t].reader.endswith("in M.apply")
+
+
 def test_a_site_reached_with_and_without_a_known_prefix_reports_the_known_names(tmp_path):
     files = {
         "pkg/__init__.py": "",
