@@ -183,7 +183,10 @@ class CallMixin:
         if meth in CONTAINER_MUTATORS:
             vals: tuple = ()
             for a in args_e:
-                vals = V.union(vals, self.eval(fr, a))
+                got = self.eval(fr, a)
+                if meth in SPREADING_MUTATORS:
+                    got = _elements(got)  # `xs.extend([t])`, `d.update({"k": t})`
+                vals = V.union(vals, got)
             for _, v in kwargs_e:
                 vals = V.union(vals, self.eval(fr, v))
             if func[1][0] == "n" and func[1][1] in fr.env:
@@ -866,3 +869,22 @@ def _deferred_kind(fr: Frame, v: AV) -> bool:
     helper such as vLLM 0.33's `replace_parameter` rebinds only when no Parameter is there
     yet, and the reload puts the previous pass's Parameter back before running it)."""
     return v.kind != V.PARAM or len(fr.stack) == 1
+
+
+# container methods that add the elements of their argument, not the argument itself
+SPREADING_MUTATORS = frozenset({"extend", "update"})
+
+
+def _elements(vals: tuple) -> tuple:
+    """The elements of an iterable argument: a container's items, every position of a
+    tuple; any other value as it is (an iterable the analysis does not see into)."""
+    out: tuple = ()
+    for v in vals:
+        if v.kind == V.CONTAINER:
+            out = V.union(out, v.items)
+        elif v.kind == V.TUPLE:
+            for part in v.items:
+                out = V.union(out, part)
+        else:
+            out = V.union(out, (v,))
+    return out

@@ -75,6 +75,7 @@ class ExprMixin:
                 conf = _conf_of(left, right)
                 line = e[4] if len(e) > 4 and e[4] else _line_of(e, fr)
                 out = self._fresh(fr, line, f"`{e[1]}` allocates a new tensor", conf, src)
+                out = S.carry_shape_ops(out, left, right)
                 # elementwise with a scalar operand: the tensor operand's shape
                 if S.plain(right):
                     return S.with_shape(out, S.common(left))
@@ -90,6 +91,7 @@ class ExprMixin:
                 out = self._fresh(
                     fr, _line_of(e, fr), "unary op allocates", src=_derived_src(inner)
                 )
+                out = S.carry_shape_ops(out, inner)
                 return S.with_shape(out, S.common(inner))
             return (V.SCAL,)
         if k == "s":

@@ -23,8 +23,11 @@ root, a store followed by a `feeds` of its attribute is consumed by that object.
 search (readers.py) adds the step "read again later in this post-load to build `T`" to a
 finding with no apply-time reader, and reload_lint/fold.py folds it into T's finding.
 
-Two statements (`k = make(...)`, then `self.k = k`) are not linked: the reads must happen
-while the storing statement is evaluated.
+The reads of an assignment to a local name are remembered with the name (per activation), and
+a later right-hand side that reads the name inherits them: `k = make(row_strides=self.rs)`
+then `self.k = k` links `rs` to `self.k` as the one-statement form does. Names are looked up
+in the expression as written, so a name read inside a nested lambda or comprehension counts
+too (it can only make the object's inputs larger, never drop one).
 """
 
 from __future__ import annotations
@@ -55,16 +58,28 @@ class FeedsMixin:
             if "." in head:
                 fr.root.events.append(("stored", key, head.rsplit(".", 1)[-1]))
 
-    def note_feeds_assign(self, fr, start: int, mid: int) -> None:
+    def note_feeds_assign(self, fr, start: int, mid: int, st=None) -> None:
         """After an assignment: the attributes read while its right-hand side was evaluated
-        (events[start:mid]) feed the rebuilt objects its store reported (events[mid:])."""
+        (events[start:mid]), and those remembered with the local names it reads, feed the
+        rebuilt objects its store reported (events[mid:]); a local name it binds remembers
+        them."""
         if fr.mode != "post":
             return
         events = fr.root.events
+        reads = dict.fromkeys(ev[1] for ev in events[start:mid] if ev[0] == "read")
+        if st is not None:
+            held = fr.local_reads
+            if held:
+                for name in _local_names(st[5]):
+                    reads.update(dict.fromkeys(held.get(name, ())))
+            for name in _bound_names(st[4]):
+                if reads:
+                    held[name] = tuple(reads)
+                else:
+                    held.pop(name, None)
         built = [ev[1] for ev in events[mid:] if ev[0] == "built"]
         if not built:
             return
-        reads = dict.fromkeys(ev[1] for ev in events[start:mid] if ev[0] == "read")
         for key in built:
             for attr in reads:
                 events.append(("feeds", attr, key))
@@ -87,3 +102,33 @@ class FeedsMixin:
             if host is not None and host.rule == "RL105":
                 out.append(TraceStep(host.path, host.line, f"{FEEDS_NOTE} `{host.target}`"))
         return out
+
+
+def _local_names(e) -> set:
+    """The names (`("n", name)`) an expression of the record's tuple language reads."""
+    out: set = set()
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        if not isinstance(x, tuple) or not x:
+            continue
+        if x[0] == "n" and len(x) == 2 and isinstance(x[1], str):
+            out.add(x[1])
+            continue
+        stack.extend(y for y in x[1:] if isinstance(y, tuple))
+    return out
+
+
+def _bound_names(targets) -> list:
+    """The local names assignment targets bind (`k = ...`, `w, k = ...`)."""
+    out: list = []
+    stack = list(targets)
+    while stack:
+        t = stack.pop()
+        if t[0] == "n":
+            out.append(t[1])
+        elif t[0] == "t":
+            stack.extend(t[2])
+        elif t[0] == "star":
+            stack.append(t[1])
+    return out

@@ -69,6 +69,8 @@ class Frame:
     truths: tuple = ()
     # this activation's number: a fixed local's shape symbol holds in it only (shapes.py)
     serial: int = field(default_factory=itertools.count(1).__next__)
+    # local name -> attributes read to compute its value (post-load; analysis/feeds.py)
+    local_reads: dict = field(default_factory=dict)
 
 
 def to_host(name: str, args, kwargs) -> bool:

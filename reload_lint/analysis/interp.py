@@ -319,7 +319,7 @@ class Analyzer(
                 if tgt[0] == "a":
                     self.note_flag_set(fr, tgt[2], st[5], where)
                 self.bind(fr, tgt, vals, st)
-            self.note_feeds_assign(fr, start, mid)
+            self.note_feeds_assign(fr, start, mid, st)
         elif kind == "expr":
             self.note_loader_call(fr, st[4])
             self.eval(fr, st[4], stmt=st)

@@ -129,6 +129,26 @@ def shape_ops(v) -> bool:
     return any(f"`{op}`" in notes for op in SHAPE_CHANGING)
 
 
+def carry_shape_ops(out: tuple, *operands) -> tuple:
+    """The result of an operator on tensors (`F.pad(w, (0, 8)) * 2`, `w + F.pad(b, (0, 8))`)
+    is new storage with a trace of its own; an operand that went through a shape-changing op
+    passes its trace on, so that the result is still known to have been through it (its
+    shape, where known, is given by the caller)."""
+    steps: tuple = ()
+    for vals in operands:
+        for v in vals:
+            if v.kind == V.FRESH and shape_ops(v):
+                steps += tuple(s for s in v.trace if s not in steps)
+    if not steps:
+        return out
+    return tuple(
+        replace(v, trace=steps + tuple(s for s in v.trace if s not in steps))
+        if v.kind == V.FRESH
+        else v
+        for v in out
+    )
+
+
 def shape_changing(v, holder_src: str = "") -> bool:
     """Whether new storage `v` swapped in through `.data` may have another shape than the
     tensor `holder_src`: it went through a shape-changing op and its shape is not provably

@@ -160,3 +160,36 @@ def test_a_scale_the_forward_also_reads_is_not_folded_this_way(tmp_path: Path):
     assert scale.reader is not None
     assert not any(s.note.startswith(FEEDS_NOTE) for s in scale.trace)
     assert scale in fold_shared_storage(list(res.findings))
+
+
+def test_an_object_built_into_a_local_then_stored_is_linked_like_one_statement(tmp_path: Path):
+    # `runner = make_runner(...)` then `self.runner = runner`: the strides read while the
+    # local was computed feed the object stored from it
+    files = dict(RUNNERS)
+    files["pkg/method.py"] = RUNNERS["pkg/method.py"].replace(
+        "self.runner = make_runner(self.kind, self.row_strides, 8)",
+        "runner = make_runner(self.kind, self.row_strides, 8)\n                self.runner = runner",
+    )
+    res = check_files(tmp_path, files)
+    got = _by_target(res.findings)
+    rows, cols, runner = got["self.row_strides"], got["self.col_strides"], got["self.runner"]
+    assert f"{FEEDS_NOTE} `self.runner`" in [s.note for s in rows.trace]
+    assert not any(s.note.startswith(FEEDS_NOTE) for s in cols.trace)
+    out = fold_shared_storage(list(res.findings))
+    assert rows not in out and cols in out
+    assert [a["target"] for a in runner.also] == ["self.row_strides"]
+
+
+def test_a_local_rebound_to_something_else_forgets_what_it_was_built_from(tmp_path: Path):
+    # the local is rebound from a literal before the object is built from it: the strides
+    # read for its first value feed nothing
+    files = dict(RUNNERS)
+    files["pkg/method.py"] = RUNNERS["pkg/method.py"].replace(
+        "self.runner = make_runner(self.kind, self.row_strides, 8)",
+        "n = self.row_strides.numel()\n"
+        "                n = 8\n"
+        "                self.runner = make_runner(self.kind, None, n)",
+    )
+    res = check_files(tmp_path, files)
+    rows = _by_target(res.findings)["self.row_strides"]
+    assert not any(s.note.startswith(FEEDS_NOTE) for s in rows.trace)
