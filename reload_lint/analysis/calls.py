@@ -345,6 +345,15 @@ class CallMixin:
                 out = S.with_shape(out, S.padded(fr, S.common(args[0]), pad_e))
             return out
         last = q.rsplit(".", 1)[-1]
+        if q in CONTAINER_BUILTINS:
+            # `dict(w=t)`, `list(ts)`, `tuple(t for ...)`, `sorted(ts)`: a container of what
+            # the arguments hold; of nothing tensor-like, a plain value as before
+            held = _elements(tuple(v for a in args[:1] for v in a))
+            held = V.union(held, tuple(v for _, vs in kwargs for v in vs))
+            if V.tensorish(held) or any(_kept(v) is not None for v in held):
+                kind = "dict" if q == "dict" else "tuple" if q == "tuple" else "list"
+                return (AV(V.CONTAINER, items=held, value=kind),)
+            return (V.SCAL,)
         if q in T.BUILTIN_SCALAR or last in T.BUILTIN_SCALAR:
             return (V.SCAL,)
         if fr.mode == "lazy" and last[:1].isupper() and "." in q and not q.startswith("torch."):
@@ -871,6 +880,8 @@ def _deferred_kind(fr: Frame, v: AV) -> bool:
     return v.kind != V.PARAM or len(fr.stack) == 1
 
 
+# builtins that build a container of their argument's elements (or keyword values)
+CONTAINER_BUILTINS = frozenset({"dict", "list", "tuple", "set", "frozenset", "sorted", "reversed"})
 # container methods that add the elements of their argument, not the argument itself
 SPREADING_MUTATORS = frozenset({"extend", "update"})
 

@@ -186,6 +186,7 @@ class StoreMixin:
             recv = self.eval(fr, base_e)
         if not mutate:
             fr.heap[target] = vals
+        vals = _bound_receivers(vals)
         contract = self.contract_for(fr.path)
         for r in recv:
             if r.kind in (V.OBJ, V.MODULE) and r.cls:
@@ -498,3 +499,24 @@ def _new_storage_first(v: AV) -> int:
 
 # what an object field keeps for later reads: tensors and the objects it holds
 _FIELD_KINDS = frozenset({V.FRESH, V.PARAM, V.REG, V.VIEW, V.OBJ, V.MODULE, V.CONTAINER})
+
+
+def _bound_receivers(vals: tuple) -> tuple:
+    """A bound method of an object built on the path (`self.fn = runner.run`) keeps that
+    object alive, and with it what its constructor chain allocated: judged as storing the
+    object. Other bound methods are kept as they are (the heap keeps the method itself)."""
+    if not any(v.kind == V.BOUND for v in vals):
+        return vals
+    out: tuple = ()
+    for v in vals:
+        if v.kind == V.BOUND and v.items:
+            held = tuple(
+                r
+                for r in v.items[0]
+                if r.kind in (V.OBJ, V.MODULE) and r.value == "rebuilt" and r.items
+            )
+            if held:
+                out = V.union(out, held)
+                continue
+        out = V.union(out, (v,))
+    return out
