@@ -126,13 +126,14 @@ class CallMixin:
                 return typed
         if (
             func[0] == "a"
-            and func[1][0] == "n"
+            and func[1][0] in ("n", "a")
             and all(v.kind == V.UNKNOWN for v in out)
             and all(r.kind == V.UNKNOWN for r in recv)
             and (any(V.tensorish(a) for a in args) or any(V.tensorish(v) for _, v in kwargs))
         ):
-            # a function of a local nothing here knows (a library module a helper imports at
-            # run time: `api = get_lib(); api.pack_weight(layer.weight)`) fed tensors: a new
+            # a function of a local or attribute chain nothing here knows (a library module a
+            # helper imports at run time: `api = get_lib(); api.pack_weight(layer.weight)`, or
+            # the constructor keeps: `self.lib.Gemm.prepare(layer.w)`) fed tensors: a new
             # tensor, as for any unknown callee fed tensors
             src = next((s for s in map(_derived_src, args) if s), "")
             what = f"unknown callee `{self.render(func)}` assumed to return a new tensor"

@@ -8,6 +8,10 @@
 - Packed weights from an external library (0.33.0): b12x's `pack_weight` reached through a
   module a helper imports at run time, stored as a plain layer attribute and read in apply;
   the kernels that pass the result through `reuse_packed_weight_storage` are not reported.
+- A library module held on the quant method (0.33.0): the ARK WNA16 MoE method keeps the
+  module get_ark_state() imports at run time on `self.ark`; the objects its
+  `MoeSymmetricGemm.prepare(layer.w*_weight, ...)` returns on every post-load are reported
+  (low confidence: the library is not in the tree), with apply's read as the reader.
 - A run-once flag another method sets back (0.33.0, one method added to a copy of the tree):
   HummingMoEMethod's `processed` guard stops being run-once, and its rebuilt kernel is reported
   with a `guard` naming the reset.
@@ -133,3 +137,19 @@ def test_flag_set_back_elsewhere_is_not_run_once(tmp_path):
     hits = [f for f in after.findings if f.path == humming and f.target == "self.moe_kernel"]
     assert hits, "the rebuilt kernel behind the reset flag is not reported"
     assert "HummingMoEMethod.reset_processed sets it back" in hits[0].guard
+
+
+HELD_LIBRARY = [
+    (f"{Q}/inc/schemes/inc_wna16_moe.py", "self.w13_moe"),
+    (f"{Q}/inc/schemes/inc_wna16_moe.py", "self.w2_moe"),
+]
+
+
+@pytest.mark.parametrize("path,target", HELD_LIBRARY, ids=[t for _, t in HELD_LIBRARY])
+def test_a_library_held_on_the_method_prepares_new_storage(path, target):
+    root, result = _run("0.33.0")
+    hits = [f for f in result.findings if f.path == path and f.target == target]
+    assert hits, f"{path}: no finding on {target}"
+    assert hits[0].rule == "RL102" and hits[0].confidence == "low" and hits[0].reader
+    line = (root / path).read_text().splitlines()[hits[0].line - 1]
+    assert ".prepare(" in line, line
