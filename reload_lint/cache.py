@@ -44,8 +44,9 @@ from reload_lint.findings import FileError
 # scripts/diff_extract.py; the key holds the interpreter's exact version instead of libcst's);
 # 16: storage_asserts (`assert a.data_ptr() == b.data_ptr()` in a function body); 17: basic
 # subscripts keep what each element does (`("slice", elems)`), functions their fixed integer
-# locals (`sizes`, index/lower_sizes.py)
-EXTRACT_VERSION = "17"
+# locals (`sizes`, index/lower_sizes.py); 18: comprehensions keep their generators
+# (`("t", kind, items, gens)`, `("d", items, gens)`), `(x := v)` emits `x = v` before its statement
+EXTRACT_VERSION = "18"
 # pack layout; 2: consumed-input results keep, per file, what the analysis read of its record
 PACK_VERSION = 2
 MAX_FILE_BYTES = 8 * 1024 * 1024

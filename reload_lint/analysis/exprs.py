@@ -7,6 +7,7 @@ from dataclasses import replace
 
 from reload_lint.analysis import shapes as S
 from reload_lint.analysis import values as V
+from reload_lint.analysis.comprehensions import eval_comprehension
 from reload_lint.analysis.frame import (
     Frame,
     _conf_of,
@@ -143,6 +144,8 @@ class ExprMixin:
                     out = V.union(out, (AV(V.MODULE, src=b.src + "[]"),))
             return out or (V.UNK,)
         if k == "t":
+            if len(e) > 3:  # a comprehension with its generators
+                return eval_comprehension(self, fr, e[:3], e[3])
             if any(it[0] == "star" for it in e[2]):
                 # `[a, *rest]`: the items of rest are spliced in (positions are unknown)
                 flat = ()
@@ -164,6 +167,8 @@ class ExprMixin:
                 flat = V.union(flat, g)
             return (AV(V.CONTAINER, items=flat, value=e[1]),)
         if k == "d":
+            if len(e) > 2:
+                return eval_comprehension(self, fr, e[:2], e[2])
             flat = ()
             for _, val in e[1]:
                 flat = V.union(flat, self.eval(fr, val))

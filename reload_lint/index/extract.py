@@ -17,12 +17,17 @@ Expression forms (tuples):
   ("k", kind, value)                constant: none/int/float/str/bool/other; an int's value is
                                     its source text ("0x10", "1_000")
   ("t", kind, items)                tuple/list/set display; `*x` items are ("star", x)
+  ("t", "list", (elt,), gens)       comprehension; gens: ((target, iterable), ...) when every
+                                    target binds names only (else no gens)
   ("d", items)                      dict display; items: tuple of (key, value)
+  ("d", ((key, value),), gens)      dict comprehension
   ("l", params, body, free)         lambda; free = names it reads from the enclosing scope
   ("if", body, orelse)              conditional expression
   ("f", parts)                      f-string; parts are ("k", "str", text) or expressions
   ("?",)                            anything else
 Statement forms: ("assign"|"aug"|"expr"|"ret"|"def"|"del"|"for", line, col, end_line, ...);
+a `(x := v)` in a statement (in an `if`/`elif`/`while` test, a `for` iterable, a `with` item:
+the header only) is an ("assign", ...) of `x = v` at the `:=`'s position just before it;
 pseudo-statements: ("narrow"/"unnarrow", ...) around an isinstance block, and state flags read
 by an `if`: ("flagon", .., base, attr, sense, block) / ("flagoff", .., base, attr) around a
 block that runs when the flag's truth is `sense`, ("flagexit", .., base, attr, sense, block)
@@ -62,7 +67,7 @@ import gc
 
 from reload_lint.index import lower_util
 from reload_lint.index.lower_defs import DefLowering
-from reload_lint.index.lower_expr import ExprLowering
+from reload_lint.index.lower_expr import ExprLowering, named_exprs
 from reload_lint.index.lower_guard import _INVERT as _INVERT
 from reload_lint.index.lower_guard import DTYPE_ALIASES as DTYPE_ALIASES
 from reload_lint.index.lower_guard import (
@@ -119,6 +124,26 @@ class _Extractor(SourceText, ExprLowering, GuardLowering, DefLowering):
         finally:
             self.block_path.pop()
 
+    def walrus(self, parts, out: list, guard) -> None:
+        """`(x := v)` in a statement binds x before the statement runs: an assignment
+        `x = v` is emitted first (the expression itself still lowers to v)."""
+        for part in parts:
+            for ne in named_exprs(part):
+                ln, col, end = self.span(ne)
+                tgt = (("n", ne.target.id),)
+                out.append(
+                    (
+                        "assign",
+                        ln,
+                        col,
+                        end,
+                        tgt,
+                        self.expr(ne.value),
+                        guard,
+                        tuple(self.block_path),
+                    )
+                )
+
     def ends_in_return(self, stmts: list) -> bool:
         """The block's last line of statements holds a `return` (an early exit)."""
         if self.is_suite(stmts):
@@ -136,6 +161,8 @@ class _Extractor(SourceText, ExprLowering, GuardLowering, DefLowering):
             i -= 1
 
     def stmt(self, node, out: list, guard, func_qn: str, cls_qn: str | None) -> None:
+        if lower_util.EXTENSIONS:
+            self.walrus(_header(node), out, guard)
         if type(node) in _COMPOUND:
             self._compound(node, out, guard, func_qn, cls_qn)
         elif type(node) is ast.Assert:
@@ -195,6 +222,8 @@ class _Extractor(SourceText, ExprLowering, GuardLowering, DefLowering):
             while cur.orelse:
                 if self.is_elif(cur):
                     orelse = cur.orelse[0]
+                    if lower_util.EXTENSIONS:
+                        self.walrus([orelse.test], out, guard)
                     members = _member_terms(orelse.test)
                     if members:
                         out.append(("condon", *self.span(orelse), members))
@@ -460,3 +489,18 @@ def _collect_buffers(
                     for t in s[4]:
                         if t[0] == "a":
                             add(t[1], t[2], False)
+
+
+def _header(node) -> list:
+    """The expressions a statement evaluates before any block of it: all of a simple
+    statement, the test / iterable / context managers of a compound one."""
+    tp = type(node)
+    if tp in (ast.If, ast.While):
+        return [node.test]
+    if tp in (ast.For, ast.AsyncFor):
+        return [node.iter]
+    if tp in (ast.With, ast.AsyncWith):
+        return [item.context_expr for item in node.items]
+    if tp in _COMPOUND:
+        return []
+    return [node]

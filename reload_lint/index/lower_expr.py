@@ -180,10 +180,29 @@ class ExprLowering:
         return ("d", tuple(items))
 
     def _x_comp(self, node):
+        gens = self._comp_gens(node)
+        if gens:
+            return ("t", "list", (self.expr(node.elt),), gens)
         return ("t", "list", (self.expr(node.elt),))
 
     def _x_dictcomp(self, node):
+        gens = self._comp_gens(node)
+        if gens:
+            return ("d", ((self.expr(node.key), self.expr(node.value)),), gens)
         return ("d", ((self.expr(node.key), self.expr(node.value)),))
+
+    def _comp_gens(self, node) -> tuple:
+        """A comprehension's generators as ((target, iterable), ...), when every target binds
+        names only (`for s in xs`, `for k, (a, b) in ...`); () otherwise, and with the
+        extensions off (the libcst view lowered only the element)."""
+        if not lower_util.EXTENSIONS:
+            return ()
+        out = []
+        for g in node.generators:
+            if not _names_only(g.target):
+                return ()
+            out.append((self.target(g.target), self.expr(g.iter)))
+        return tuple(out)
 
     def _x_lambda(self, node):
         ps = _all_params(node.args)
@@ -298,3 +317,30 @@ def _pad_callee(func) -> bool:
     """A call named `pad` (`F.pad`, `torch.nn.functional.pad`, an imported `pad`)."""
     tp = type(func)
     return (tp is ast.Attribute and func.attr == "pad") or (tp is ast.Name and func.id == "pad")
+
+
+def _names_only(t) -> bool:
+    """An assignment target made of names (a name, a tuple/list of them, starred)."""
+    if type(t) is ast.Name:
+        return True
+    if type(t) in (ast.Tuple, ast.List):
+        return all(_names_only(e.value if type(e) is ast.Starred else e) for e in t.elts)
+    return False
+
+
+def named_exprs(node) -> list:
+    """The `:=` expressions a statement part evaluates, innermost first and in evaluation
+    order; a lambda's body is its own scope (not entered), a comprehension's is not (PEP 572:
+    its `:=` binds in the enclosing function)."""
+    out: list = []
+
+    def visit(n) -> None:
+        if type(n) is ast.Lambda:
+            return
+        for child in ast.iter_child_nodes(n):
+            visit(child)
+        if type(n) is ast.NamedExpr and type(n.target) is ast.Name:
+            out.append(n)
+
+    visit(node)
+    return out
