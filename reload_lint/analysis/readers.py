@@ -492,19 +492,38 @@ class ReaderMixin(CallGraphMixin):
             if not cls and (mod0, qn) not in reached:
                 return None
         family = sorted({e.split(".")[0] for e in entries})
+        held = sorted({lk.split(":")[-1] for lk in layers}) if not on_self else []
         return (
             f"no apply-time read: the apply/forward paths of {', '.join(family[:3])}"
-            f"{' and others' if len(family) > 3 else ''} never read `{attr}`, and nothing "
-            "else in that family or in the store's module does"
+            f"{' and others' if len(family) > 3 else ''} never read `{attr}`"
+            + (
+                f", nor does the layer that holds it ({', '.join(held[:3])}"
+                f"{' and others' if len(held) > 3 else ''})"
+                if held
+                else ""
+            )
+            + ", and nothing else in that family or in the store's module does"
         )
 
     def _layer_classes(self, key: tuple, root_cls: str | None) -> list[str]:
         """Module classes the post-load root's layer can be: the classes that build the
-        root's class and keep it, and the class its layer parameter is annotated with."""
+        root's class and keep it, the class its layer parameter is annotated with, and the
+        one the layer parameter of the root class's own apply/forward entries is annotated
+        with (one object's post-load and apply are handed the layer that holds it: a root
+        typed `torch.nn.Module` whose `apply(layer: SomeMoELayer)` names the layer)."""
         out = [b for b, _built in self._builders_of(root_cls)] if root_cls else []
         rpath, rqn = self._root_of.get(key, ("", ""))
         mod = root_cls.partition(":")[0] if root_cls else ""
         f = self.index.function(mod, rqn) if mod else None
+        self._annotated_layers(mod, f, out)
+        if root_cls:
+            for emod, name, eqn in self.index.mro_methods(root_cls):
+                if self.is_entry(name):
+                    self._annotated_layers(emod, self.index.function(emod, eqn), out)
+        return out
+
+    def _annotated_layers(self, mod: str, f: dict | None, out: list[str]) -> None:
+        """Add to `out` the module classes `f`'s layer parameters are annotated with."""
         for p, ann in (f or {}).get("annotations", ()):
             if p not in MODULE_PARAM_NAMES or not ann or ann.startswith("type:"):
                 continue
@@ -514,7 +533,6 @@ class ReaderMixin(CallGraphMixin):
                 ck = f"{r[1]}:{r[2]}"
                 if self.index.is_module_class(ck) and ck not in out:
                     out.append(ck)
-        return out
 
     def drop_unresolved_names(self) -> None:
         """A store site reached both with names resolved (`layer.w13_scale`, from callers that

@@ -177,7 +177,8 @@ def test_real_report_is_valid_sarif(tree, baseline, capsys, monkeypatch):
 
 def test_shipped_vllm_allowlist_entries_all_match(tmp_path, capsys, monkeypatch):
     """Every entry of the bundled vllm.toml allowlist accepts a real finding of 0.25.1 or 0.33.0
-    (no dead entries), and `--vllm` applies the file by default."""
+    (no dead entries), and nothing else is suppressed. The file holds no entry for these
+    releases (its header says why): every site once in it is now decided by the engine."""
     try:
         release_sources("vllm", VERSION)
         release_sources("vllm", "0.33.0")
@@ -191,20 +192,51 @@ def test_shipped_vllm_allowlist_entries_all_match(tmp_path, capsys, monkeypatch)
     monkeypatch.chdir(tmp_path)
     used: set[str] = set()
     for version in (VERSION, "0.33.0"):
-        code = main(
-            [
-                "check",
-                "--vllm",
-                version,
-                "--show-suppressed",
-                "--format",
-                "json",
-                "--cache-dir",
-                str(tmp_path / "c"),
-            ]
-        )
-        out, _ = capsys.readouterr()
-        assert code == 1
-        reasons = [f["suppressed"] for f in json.loads(out)["findings"] if f.get("suppressed")]
-        used |= {r.split(")", 1)[0].removeprefix("allowlisted (") for r in reasons}
+        used |= _allowlisted(version, tmp_path, capsys)
     assert used == {e.source for e in entries}
+
+
+def test_vllm_release_runs_apply_the_bundled_allowlist(tmp_path, capsys, monkeypatch):
+    """`--vllm` applies whatever the bundled allowlists/vllm.toml holds, with no configuration:
+    here a stand-in for it, looked up where the shipped one is (rules.data_dir), whose one
+    entry accepts the Marlin linear kernel's workspace."""
+    try:
+        release_sources("vllm", VERSION)
+    except SourceError as exc:
+        pytest.skip(f"vLLM sources unavailable: {exc}")
+    from reload_lint import rules
+
+    folder = tmp_path / "bundled"
+    folder.mkdir()
+    (folder / "vllm.toml").write_text(
+        '[meta]\ncodebase = "vllm"\n\n[[allow]]\nrule = "RL102"\n'
+        'path = "vllm/model_executor/kernels/linear/mixed_precision/marlin.py"\n'
+        'symbol = "MarlinLinearKernel.process_weights_after_loading"\n'
+        'target = "self.workspace"\nreason = "accepted by this test"\n'
+        'link = "https://example.invalid/marlin"\n',
+        encoding="utf-8",
+    )
+    real = rules.data_dir
+    monkeypatch.setattr(rules, "data_dir", lambda n: folder if n == "allowlists" else real(n))
+    monkeypatch.chdir(tmp_path)
+    assert _allowlisted(VERSION, tmp_path, capsys) == {"allowlists/vllm.toml#1"}
+
+
+def _allowlisted(version: str, tmp_path: Path, capsys) -> set[str]:
+    """The allowlist entries (`file#n`) that suppress a finding of `check --vllm VERSION`."""
+    code = main(
+        [
+            "check",
+            "--vllm",
+            version,
+            "--show-suppressed",
+            "--format",
+            "json",
+            "--cache-dir",
+            str(tmp_path / "c"),
+        ]
+    )
+    out, _ = capsys.readouterr()
+    assert code == 1
+    reasons = [f["suppressed"] for f in json.loads(out)["findings"] if f.get("suppressed")]
+    return {r.split(")", 1)[0].removeprefix("allowlisted (") for r in reasons}

@@ -38,7 +38,6 @@ POSITIVES = {
         (f"{KM}/machete.py", "self.act_perm", {"RL103"}),
         (f"{Q}/utils/marlin_utils_fp8.py", "layer.workspace", {"RL101"}),  # dense FP8 fallback
         (f"{Q}/utils/marlin_utils_fp4.py", "layer.workspace", {"RL101"}),  # dense NVFP4 fallback
-        (f"{CT}/compressed_tensors_moe_wna16_marlin.py", "layer.workspace", {"RL101"}),
         (f"{CT}/compressed_tensors_moe_wna16_rdna3.py", "layer.rdna3_w1_buf", {"RL101"}),
         (f"{CT}/compressed_tensors_moe_wna16_rdna3.py", "layer.rdna3_act_buf", {"RL101"}),
         (f"{CT}/compressed_tensors_moe_w4a8_fp8.py", "self.b_strides1", {"RL102"}),
@@ -162,6 +161,12 @@ DECIDED = {
         # keeps the shape and copy-back refreshes the registered storage (green on the H200)
         (f"{FM}/unquantized_fused_moe_method.py", "layer.w13_weight.data", "same shape"),
         (f"{FM}/unquantized_fused_moe_method.py", "layer.w2_weight.data", "same shape"),
+        # the MoE Marlin workspace (:490): the quant method's apply names the layer
+        # (RoutedExperts) and no apply path of the method or the layer reads `workspace` (the
+        # H200 run: freed, never read by the capture)
+        (f"{CT}/compressed_tensors_moe_wna16_marlin.py", "layer.workspace", "unread"),
+        # RDNA3's output scratch: allocated on every post-load, read by no apply path
+        (f"{CT}/compressed_tensors_moe_wna16_rdna3.py", "layer.rdna3_out_buf", "unread"),
     ],
     "0.33.0": [
         # the alias at :164 after registering at :160-163, as in 0.25.1

@@ -1,30 +1,20 @@
-"""A tiny stand-in for a vLLM checkout: one kernel file whose post-load store is a site the
-bundled vLLM allowlist accepts, so a test can tell whether that allowlist was applied."""
+"""A tiny stand-in for a vLLM checkout: one kernel file whose post-load store is an escape its
+apply reads (RL101), and an allowlist, written by the test, that accepts exactly that site, so a
+test can tell whether an allowlist was applied. The shipped allowlists/vllm.toml cannot serve:
+it holds no entry for the releases audited (its header says why)."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
-from reload_lint.rules import data_dir
-from reload_lint.suppress import load_allowlist
-
-
-def accepted_rl101_site() -> tuple[str, str, str]:
-    """(path, class, attribute) of the first RL101 entry of the bundled vLLM allowlist that
-    names a `Class.process_weights_after_loading` storing `layer.<attr>`."""
-    for e in load_allowlist(data_dir("allowlists") / "vllm.toml"):
-        m = re.fullmatch(r"(\w+)\.process_weights_after_loading", e.symbol or "")
-        t = re.fullmatch(r"layer\.(\w+)", e.target or "")
-        if e.rule == "RL101" and m and t and e.path:
-            return e.path, m.group(1), t.group(1)
-    raise AssertionError("the bundled vLLM allowlist has no RL101 layer-attribute entry")
+REL = "vllm/model_executor/kernels/linear/scratch_probe.py"
+CLS = "ScratchProbeKernel"
+ATTR = "probe_scratch"
 
 
 def write_checkout(root: Path) -> str:
     """Write the checkout under root; returns the kernel file's project-relative path."""
-    rel, cls, attr = accepted_rl101_site()
-    kernel = root / rel
+    kernel = root / REL
     kernel.parent.mkdir(parents=True, exist_ok=True)
     for d in [kernel.parent, *kernel.parent.parents]:
         if d == root:
@@ -32,11 +22,35 @@ def write_checkout(root: Path) -> str:
         (d / "__init__.py").touch()
     kernel.write_text(
         "import torch\n\n\n"
-        f"class {cls}:\n"
+        f"class {CLS}:\n"
         "    def process_weights_after_loading(self, layer):\n"
-        f"        layer.{attr} = torch.empty(8)\n\n"
+        f"        layer.{ATTR} = torch.empty(8)\n\n"
         "    def apply_weights(self, layer, x):\n"
-        f"        return layer.{attr} + x\n",
+        f"        return layer.{ATTR} + x\n",
         encoding="utf-8",
     )
-    return rel
+    return REL
+
+
+def accepting_allowlist() -> str:
+    """An allowlist (TOML text) whose one entry accepts the checkout's store."""
+    return (
+        '[meta]\ncodebase = "vllm"\n\n[[allow]]\nrule = "RL101"\n'
+        f'path = "{REL}"\nsymbol = "{CLS}.process_weights_after_loading"\n'
+        f'target = "layer.{ATTR}"\nreason = "the probe scratch of this test"\n'
+        'link = "https://example.invalid/scratch-probe"\n'
+    )
+
+
+def bundle_accepting_allowlist(monkeypatch, folder: Path) -> None:
+    """Make FOLDER the bundled allowlists/ folder (rules.data_dir, the one lookup the wheel and
+    a checkout share), holding a vllm.toml that accepts the checkout's store; the other data
+    folders (rules/) stay where they are."""
+    from reload_lint import rules
+
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "vllm.toml").write_text(accepting_allowlist(), encoding="utf-8")
+    real = rules.data_dir
+    monkeypatch.setattr(
+        rules, "data_dir", lambda name: folder if name == "allowlists" else real(name)
+    )

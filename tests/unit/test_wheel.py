@@ -2,8 +2,9 @@
 
 Builds the wheel from a copy of the project, installs it into a fresh virtualenv (which sees
 this environment's jinja2, so no network is needed), and runs the installed console script
-from outside the source tree: `rule RL101`, and a check of a vLLM checkout whose accepted site
-the bundled allowlist must suppress. pre-commit installs the hook repository the same way.
+from outside the source tree: `rule RL101`; the bundled vllm.toml found inside the install and
+parsed; a check of a vLLM checkout that an allowlist the test writes (as --allowlist, and as the
+installed bundled vllm.toml) must suppress. pre-commit installs the hook repository the same way.
 Takes ~20 s; it is part of the default pytest run (.ci/run) and of `-m "not integration"`.
 """
 
@@ -18,9 +19,10 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from _vllm_checkout import write_checkout
+from _vllm_checkout import accepting_allowlist, write_checkout
 
 from reload_lint.rules import RULES
+from reload_lint.suppress import load_allowlist
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
@@ -100,29 +102,82 @@ def test_installed_wheel_prints_a_rule_page(installed, tmp_path):
     assert len(listing.splitlines()) == len(RULES)
 
 
-def test_installed_wheel_applies_the_bundled_vllm_allowlist(installed, tmp_path):
+def _bundled_in(installed: Path, tmp_path: Path) -> tuple[Path, int]:
+    """Where the installed package finds its bundled vllm.toml, and how many entries it parses."""
+    code = (
+        "from reload_lint.gate import bundled_allowlist as b\n"
+        "from reload_lint.suppress import load_allowlist as l\n"
+        "p = b('vllm'); print(p); print(len(l(p)))\n"
+    )
+    python = installed / ("python.exe" if os.name == "nt" else "python")
+    where, count = _run([python, "-c", code], cwd=tmp_path).stdout.split()
+    return Path(where), int(count)
+
+
+def test_installed_wheel_finds_and_parses_the_bundled_vllm_allowlist(installed, tmp_path):
+    path, count = _bundled_in(installed, tmp_path)
+    assert path.resolve().is_relative_to(installed.parent.resolve()), path
+    assert path.parts[-4:] == ("reload_lint", "_data", "allowlists", "vllm.toml"), path
+    shipped = REPO / "allowlists" / "vllm.toml"
+    assert path.read_bytes() == shipped.read_bytes()
+    assert count == len(load_allowlist(shipped))
+
+
+def test_installed_wheel_applies_an_allowlist(installed, tmp_path):
     rel = write_checkout(tmp_path)
-    proc = _run([installed / "reload-lint", "check", "--no-cache", rel], cwd=tmp_path, check=False)
+    bare = _run([installed / "reload-lint", "check", "--no-cache", rel], cwd=tmp_path, check=False)
+    assert bare.returncode == 1 and "RL101" in bare.stdout, bare.stdout + bare.stderr
+    (tmp_path / "accepted.toml").write_text(accepting_allowlist(), encoding="utf-8")
+    argv = [installed / "reload-lint", "check", "--no-cache", "--allowlist", "accepted.toml", rel]
+    proc = _run(argv, cwd=tmp_path, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "1 suppressed finding" in proc.stderr
-    shown = _run(
-        [installed / "reload-lint", "check", "--no-cache", "--show-suppressed", rel],
-        cwd=tmp_path,
-    )
-    assert "allowlisted (allowlists/vllm.toml#" in shown.stdout
+    shown = _run([*argv, "--show-suppressed"], cwd=tmp_path)
+    assert "allowlisted (accepted.toml#1)" in shown.stdout
+
+
+def test_installed_wheel_applies_its_bundled_allowlist_to_a_vllm_checkout(installed, tmp_path):
+    """Whatever the installed bundled vllm.toml holds is applied to a vLLM checkout with no
+    configuration: here, for this test only, an entry that accepts the checkout's store."""
+    rel = write_checkout(tmp_path)
+    path, _count = _bundled_in(installed, tmp_path)
+    shipped = path.read_bytes()
+    try:
+        path.write_text(accepting_allowlist(), encoding="utf-8")
+        proc = _run([installed / "reload-lint", "check", "--no-cache", rel], tmp_path, check=False)
+        shown = _run(
+            [installed / "reload-lint", "check", "--no-cache", "--show-suppressed", rel],
+            cwd=tmp_path,
+        )
+    finally:
+        path.write_bytes(shipped)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "1 suppressed finding" in proc.stderr
+    assert "allowlisted (allowlists/vllm.toml#1)" in shown.stdout
 
 
 @pytest.mark.integration
 def test_installed_wheel_audits_a_release_like_the_source_tree(installed, tmp_path):
     """`check --vllm 0.25.1` from the wheel equals the source tree's report: the same findings
-    and the same allowlisted sites (the broken wheel reported 92 findings instead of 79)."""
+    and the same allowlisted sites (the broken wheel reported 92 findings instead of 79). The
+    bundled vllm.toml accepts no 0.25.1 finding, so both runs also get an allowlist that
+    accepts one (the Marlin linear kernel's workspace), which both must suppress."""
     from reload_lint.sources import SourceError, release_sources
 
     try:
         release_sources("vllm", "0.25.1")
     except SourceError as exc:
         pytest.skip(f"vLLM sources unavailable: {exc}")
+    (tmp_path / "accepted.toml").write_text(
+        '[[allow]]\nrule = "RL102"\n'
+        'path = "vllm/model_executor/kernels/linear/mixed_precision/marlin.py"\n'
+        'symbol = "MarlinLinearKernel.process_weights_after_loading"\n'
+        'target = "self.workspace"\nreason = "accepted by this test"\n'
+        'link = "https://example.invalid/marlin"\n',
+        encoding="utf-8",
+    )
     argv = ["check", "--vllm", "0.25.1", "--format", "json", "--show-suppressed", "-j", "2"]
+    argv += ["--allowlist", "accepted.toml"]
     ours = subprocess.run(
         [sys.executable, "-m", "reload_lint", *argv],
         cwd=tmp_path,
@@ -134,5 +189,7 @@ def test_installed_wheel_audits_a_release_like_the_source_tree(installed, tmp_pa
     theirs = _run([installed / "reload-lint", *argv], cwd=tmp_path, check=False)
     assert (ours.returncode, theirs.returncode) == (1, 1), ours.stderr + theirs.stderr
     a, b = json.loads(ours.stdout), json.loads(theirs.stdout)
-    assert a["summary"]["suppressed"] > 0
+    assert a["summary"]["suppressed"] == 1
+    (accepted,) = [f for f in a["findings"] if f.get("suppressed")]
+    assert accepted["suppressed"].startswith("allowlisted (accepted.toml#1)")
     assert a == b
