@@ -45,8 +45,9 @@ from reload_lint.findings import FileError
 # 16: storage_asserts (`assert a.data_ptr() == b.data_ptr()` in a function body); 17: basic
 # subscripts keep what each element does (`("slice", elems)`), functions their fixed integer
 # locals (`sizes`, index/lower_sizes.py); 18: comprehensions keep their generators
-# (`("t", kind, items, gens)`, `("d", items, gens)`), `(x := v)` emits `x = v` before its statement
-EXTRACT_VERSION = "18"
+# (`("t", kind, items, gens)`, `("d", items, gens)`), `(x := v)` emits `x = v` before its statement;
+# 19: a guard on `type(x).attr` names x (lower_guard._guard_base)
+EXTRACT_VERSION = "19"
 # pack layout; 2: consumed-input results keep, per file, what the analysis read of its record
 PACK_VERSION = 2
 MAX_FILE_BYTES = 8 * 1024 * 1024

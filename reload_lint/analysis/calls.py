@@ -70,6 +70,10 @@ class CallMixin:
             return (V.UNK,)
         if func[0] == "n" and func[1] in ("setattr", "getattr", "delattr", "hasattr"):
             return self.builtin_attr(fr, func[1], args_e, e)
+        if func[0] == "a" and func[1] == ("n", "object") and func[2] == "__setattr__":
+            # `object.__setattr__(x, "name", v)` stores as `setattr` does (bypassing any
+            # `__setattr__` of x's class)
+            return self.builtin_attr(fr, "setattr", args_e, e)
         if func[0] == "a":
             recv = self.eval(fr, func[1])
             meth = func[2]

@@ -13,6 +13,7 @@ from reload_lint.analysis.frame import (
     _conf_of,
     _derived_src,
     _line_of,
+    class_of,
     to_host,
 )
 from reload_lint.analysis.values import AV
@@ -414,7 +415,7 @@ class ExprMixin:
     def builtin_attr(self, fr: Frame, name: str, args_e, e) -> tuple:
         if len(args_e) < 2:
             return (V.UNK,)
-        recv_e, name_e = args_e[0], args_e[1]
+        recv_e, name_e = class_of(args_e[0]), args_e[1]
         names = self.eval(fr, name_e)
         literal = next((n.value for n in names if n.kind == V.STR and n.value), None)
         recv = self.eval(fr, recv_e)

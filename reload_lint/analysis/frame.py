@@ -188,3 +188,11 @@ def _describe(v: AV) -> str:
         V.OBJ: f"a rebuilt {v.cls.split(':')[-1] or v.src} holding tensors",
         V.MODULE: f"a rebuilt {v.cls.split(':')[-1] or v.src} holding tensors",
     }.get(v.kind, "a value")
+
+
+def class_of(e):
+    """`type(x)` as a store's receiver: x (a class attribute is shared state kept with the
+    objects of the class, read back through them); any other expression as it is."""
+    if e[0] == "c" and e[1] == ("n", "type") and len(e[2]) == 1 and not e[3]:
+        return e[2][0]
+    return e

@@ -29,6 +29,7 @@ from reload_lint.analysis.frame import (
     MODULE_PARAM_NAMES,
     Frame,
     RootState,
+    class_of,
 )
 from reload_lint.analysis.hooks import HookRootsMixin
 from reload_lint.analysis.identity import IdentityCastMixin
@@ -390,7 +391,9 @@ class Analyzer(
         if k == "n":
             fr.env[tgt[1]] = vals
         elif k == "a":
-            self.store_attr(fr, tgt[1], tgt[2], vals, st, self.render(tgt))
+            # `type(x).attr = v`: a class attribute, shared state kept like x's own
+            base = class_of(tgt[1])
+            self.store_attr(fr, base, tgt[2], vals, st, self.render(tgt))
         elif k == "s":
             self.store_item(fr, tgt, vals, st)
         elif k == "t":

@@ -159,6 +159,12 @@ class StoreMixin:
     # ------------------------------------------------------------------ stores
     def store_item(self, fr: Frame, tgt, vals, st) -> None:
         base_e = tgt[1]
+        inst = _instance_dict(base_e)
+        key = _literal_key(tgt[2])
+        if inst is not None and key is not None:
+            # `x.__dict__["w"] = v`, `vars(x)["w"] = v`: the attribute `x.w`
+            self.store_attr(fr, inst, key, vals, st, f"{self.render(inst)}.{key}")
+            return
         if base_e[0] == "n" and base_e[1] in fr.env:
             cur = fr.env[base_e[1]]
             fr.env[base_e[1]] = tuple(
@@ -520,3 +526,19 @@ def _bound_receivers(vals: tuple) -> tuple:
                 continue
         out = V.union(out, (v,))
     return out
+
+
+def _instance_dict(e):
+    """x for `x.__dict__` / `vars(x)`, else None."""
+    if e[0] == "a" and e[2] == "__dict__":
+        return e[1]
+    if e[0] == "c" and e[1] == ("n", "vars") and len(e[2]) == 1 and not e[3]:
+        return e[2][0]
+    return None
+
+
+def _literal_key(index):
+    """The string of a subscript that is one string literal, else None."""
+    if index[0] == "k" and index[1] == "str" and isinstance(index[2], str) and index[2]:
+        return index[2]
+    return None

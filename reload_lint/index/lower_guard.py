@@ -36,7 +36,7 @@ class GuardLowering:
             if type(test.ops[0]) in (ast.Is, ast.Eq) and _is_const(test.comparators[0], None):
                 left = test.left
                 if type(left) is ast.Attribute:
-                    base = _ast_dotted(left.value)
+                    base = _guard_base(left.value)
                     if base:
                         return (base, left.attr)
                 if type(left) is ast.Call and _ast_dotted(left.func) == "getattr":
@@ -46,7 +46,7 @@ class GuardLowering:
             if type(inner) is ast.Call and _ast_dotted(inner.func) == "hasattr":
                 return self._getattr_guard(inner)
             if type(inner) is ast.Attribute:
-                base = _ast_dotted(inner.value)
+                base = _guard_base(inner.value)
                 if base:
                     return (base, inner.attr)
         return None
@@ -77,7 +77,7 @@ class GuardLowering:
             if type(test.ops[0]) in (ast.IsNot, ast.NotEq) and _is_const(test.comparators[0], None):
                 left = test.left
                 if type(left) is ast.Attribute:
-                    base = _ast_dotted(left.value)
+                    base = _guard_base(left.value)
                     return (base, left.attr) if base else None
                 if type(left) is ast.Call and _ast_dotted(left.func) == "getattr":
                     return self._getattr_guard(left)
@@ -119,7 +119,7 @@ class GuardLowering:
             inner = self.flag_terms(test.operand, not exit_form)
             return [(b, a, _INVERT[s]) for b, a, s in inner if a != "<or>"]
         if tp is ast.Attribute:
-            base = _ast_dotted(test.value)
+            base = _guard_base(test.value)
             return [(base, test.attr, True)] if base else []
         if tp is ast.Name:
             return [("", test.id, True)]  # a module-level switch (`if _is_cpu:`)
@@ -143,7 +143,7 @@ class GuardLowering:
                     type(d) is ast.Constant and _is_int(d.value) and self._int_text(d) == "0"
                 ):
                     return []
-            base = _ast_dotted(args[0][0])
+            base = _guard_base(args[0][0])
             name = args[1][0].value
             if not base or not isinstance(name, str):
                 return []
@@ -362,3 +362,17 @@ def _isinstance_test(test) -> tuple[str, str] | None:
 
 def _is_none(node) -> bool:
     return type(node) is ast.Constant and node.value is None
+
+
+def _guard_base(node) -> str | None:
+    """The dotted receiver of a tested attribute; `type(x)` tests x's class attribute, which
+    a store through `type(x).attr = v` sets (analysis/frame.py class_of): named as x."""
+    if (
+        lower_util.EXTENSIONS
+        and type(node) is ast.Call
+        and _ast_dotted(node.func) == "type"
+        and len(node.args) == 1
+        and not node.keywords
+    ):
+        return _ast_dotted(node.args[0])
+    return _ast_dotted(node)
