@@ -232,7 +232,31 @@ class Contract:
                 for c in v.items
             ):
                 return ("RL104", "container holds a tensor created after loading")
-            if any(_binds_registered(c) for c in v.items) and not inplace:
+            if any(
+                c.kind == V.CALLABLE
+                and any(
+                    x.kind in (V.FRESH, V.PARAM) and not V.no_device_storage(x)
+                    for _, cap in c.items
+                    for x in cap
+                )
+                for c in v.items
+            ):
+                # a dispatch table of closures / partials (`{"mm": lambda x: x @ w_t}`)
+                return (
+                    "RL104",
+                    "container holds a callable capturing a tensor created after loading",
+                )
+            if (
+                any(
+                    _binds_registered(c)
+                    or (
+                        c.kind == V.CALLABLE
+                        and any(_binds_registered(x) for _, cap in c.items for x in cap)
+                    )
+                    for c in v.items
+                )
+                and not inplace
+            ):
                 return ("RL107", "container binds a registered tensor before copy-back")
             return None
         if k in (V.OBJ, V.MODULE) and v.value == "rebuilt" and v.items:
