@@ -44,14 +44,30 @@ POST = (
 
 
 def measure(tree: Path, package: str, edited: str, function: str | None) -> dict:
+    from reload_lint.config import Config
+    from reload_lint.engine import run_check
+
+    with tempfile.TemporaryDirectory(prefix="reload-lint-floor-") as tmp:
+        cache = Path(tmp)
+        # warm the pack: every record the analysis reads is then unpickled, not parsed
+        run_check([tree / package], Config(), base_dir=tree, cache_dir=cache)
+        saved: list = []
+        try:
+            return _instrumented(tree, package, edited, function, cache, saved)
+        finally:  # the classes as they were (the script may run inside a test process)
+            for owner, name, fn in reversed(saved):
+                setattr(owner, name, fn)
+
+
+def _instrumented(tree, package, edited, function, cache, saved) -> dict:
     from reload_lint.analysis import interp
     from reload_lint.config import Config
     from reload_lint.engine import run_check
     from reload_lint.index import project
 
-    cache = Path(tempfile.mkdtemp(prefix="reload-lint-floor-"))
-    # warm the pack: every record the analysis reads is then unpickled, not parsed
-    run_check([tree / package], Config(), base_dir=tree, cache_dir=cache)
+    def patch(owner, name, fn) -> None:
+        saved.append((owner, name, getattr(owner, name)))
+        setattr(owner, name, fn)
 
     roots: list = []  # (mod, qn, cpu seconds, read the edited file)
     post: dict = {}
@@ -81,7 +97,7 @@ def measure(tree: Path, package: str, edited: str, function: str | None) -> dict
             finally:
                 post[name] = post.get(name, 0.0) + time.process_time() - t
 
-        setattr(A, name, wrapped)
+        patch(A, name, wrapped)
 
     def kept_run(self, modules):
         out = run(self, modules)
@@ -99,9 +115,10 @@ def measure(tree: Path, package: str, edited: str, function: str | None) -> dict
                     reads.add(current[0])
             return fn(self, module, *a, **k)
 
-        setattr(project.ProjectIndex, name, wrapped)
+        patch(project.ProjectIndex, name, wrapped)
 
-    A.run_root, A.run = timed_root, kept_run
+    patch(A, "run_root", timed_root)
+    patch(A, "run", kept_run)
     for name in POST:
         timed_pass(name)
     for name in ("record", "function", "class_record", "view", "module_name", "qualify"):
