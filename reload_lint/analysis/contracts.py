@@ -258,6 +258,17 @@ class Contract:
                 and not inplace
             ):
                 return ("RL107", "container binds a registered tensor before copy-back")
+            built = [
+                c
+                for c in v.items
+                if c.kind in (V.OBJ, V.MODULE)
+                and c.value == "rebuilt"
+                and any(_allocates(a) for a in c.items)
+            ]
+            if built:
+                # objects built on the path kept in a list / dict (`[Runner(w)]`)
+                name = built[0].cls.split(":")[-1]
+                return ("RL104", f"container holds a rebuilt {name} that allocates tensors")
             return None
         if k in (V.OBJ, V.MODULE) and v.value == "rebuilt" and v.items:
             name = v.cls.split(":")[-1]

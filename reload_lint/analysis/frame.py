@@ -150,7 +150,8 @@ def _kept(v: AV) -> AV | None:
     if v.kind == V.CALLABLE and any(V.tensorish(c) for _, c in v.items):
         return v
     if v.kind == V.CONTAINER and (
-        V.tensorish(v.items) or any(_kept(c) is not None for c in v.items if c.kind == V.CALLABLE)
+        V.tensorish(v.items)
+        or any(_kept(c) is not None for c in v.items if c.kind in (V.CALLABLE, V.OBJ, V.MODULE))
     ):
         return v
     if v.kind in (V.OBJ, V.MODULE) and v.value == "rebuilt" and v.items:
@@ -173,7 +174,10 @@ def _allocates(v: AV) -> bool:
     if v.kind == V.CALLABLE:
         return any(_new_storage(c) for _, cap in v.items for c in cap)
     if v.kind == V.CONTAINER:
-        return any(_new_storage(c) or (c.kind == V.CALLABLE and _allocates(c)) for c in v.items)
+        return any(
+            _new_storage(c) or (c.kind in (V.CALLABLE, V.OBJ, V.MODULE) and _allocates(c))
+            for c in v.items
+        )
     if v.kind in (V.OBJ, V.MODULE) and v.value == "rebuilt":
         return any(_allocates(a) for a in v.items if isinstance(a, AV))
     return False
