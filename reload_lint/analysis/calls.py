@@ -3,6 +3,7 @@ context), closures and partials, and constructors with `self` under construction
 
 from __future__ import annotations
 
+from reload_lint.analysis import containers as C
 from reload_lint.analysis import shapes as S
 from reload_lint.analysis import values as V
 from reload_lint.analysis.contracts import STALE_WHY, reuse_helper
@@ -189,8 +190,8 @@ class CallMixin:
             vals: tuple = ()
             for a in args_e:
                 got = self.eval(fr, a)
-                if meth in SPREADING_MUTATORS:
-                    got = _elements(got)  # `xs.extend([t])`, `d.update({"k": t})`
+                if meth in C.SPREADING_MUTATORS:
+                    got = C.spread(got)  # `xs.extend([t])`, `d.update({"k": t})`
                 vals = V.union(vals, got)
             for _, v in kwargs_e:
                 vals = V.union(vals, self.eval(fr, v))
@@ -350,15 +351,9 @@ class CallMixin:
                 out = S.with_shape(out, S.padded(fr, S.common(args[0]), pad_e))
             return out
         last = q.rsplit(".", 1)[-1]
-        if q in CONTAINER_BUILTINS:
-            # `dict(w=t)`, `list(ts)`, `tuple(t for ...)`, `sorted(ts)`: a container of what
-            # the arguments hold; of nothing tensor-like, a plain value as before
-            held = _elements(tuple(v for a in args[:1] for v in a))
-            held = V.union(held, tuple(v for _, vs in kwargs for v in vs))
-            if V.tensorish(held) or any(_kept(v) is not None for v in held):
-                kind = "dict" if q == "dict" else "tuple" if q == "tuple" else "list"
-                return (AV(V.CONTAINER, items=held, value=kind),)
-            return (V.SCAL,)
+        if q in C.CONTAINER_BUILTINS:
+            # `dict(w=t)`, `list(ts)`, `tuple(t for ...)`, `sorted(ts)`: analysis/containers.py
+            return C.builtin_container(q, args, kwargs)
         if q in T.BUILTIN_SCALAR or last in T.BUILTIN_SCALAR:
             return (V.SCAL,)
         if fr.mode == "lazy" and last[:1].isupper() and "." in q and not q.startswith("torch."):
@@ -883,24 +878,3 @@ def _deferred_kind(fr: Frame, v: AV) -> bool:
     helper such as vLLM 0.33's `replace_parameter` rebinds only when no Parameter is there
     yet, and the reload puts the previous pass's Parameter back before running it)."""
     return v.kind != V.PARAM or len(fr.stack) == 1
-
-
-# builtins that build a container of their argument's elements (or keyword values)
-CONTAINER_BUILTINS = frozenset({"dict", "list", "tuple", "set", "frozenset", "sorted", "reversed"})
-# container methods that add the elements of their argument, not the argument itself
-SPREADING_MUTATORS = frozenset({"extend", "update"})
-
-
-def _elements(vals: tuple) -> tuple:
-    """The elements of an iterable argument: a container's items, every position of a
-    tuple; any other value as it is (an iterable the analysis does not see into)."""
-    out: tuple = ()
-    for v in vals:
-        if v.kind == V.CONTAINER:
-            out = V.union(out, v.items)
-        elif v.kind == V.TUPLE:
-            for part in v.items:
-                out = V.union(out, part)
-        else:
-            out = V.union(out, (v,))
-    return out
