@@ -134,13 +134,13 @@ class CallMixin:
             and func[1][0] in ("n", "a")
             and all(v.kind == V.UNKNOWN for v in out)
             and all(r.kind == V.UNKNOWN for r in recv)
-            and (any(V.tensorish(a) for a in args) or any(V.tensorish(v) for _, v in kwargs))
+            and C.fed_tensors(args, kwargs)
         ):
             # a function of a local or attribute chain nothing here knows (a library module a
             # helper imports at run time: `api = get_lib(); api.pack_weight(layer.weight)`, or
             # the constructor keeps: `self.lib.Gemm.prepare(layer.w)`) fed tensors: a new
             # tensor, as for any unknown callee fed tensors
-            src = next((s for s in map(_derived_src, args) if s), "")
+            src = next((s for s in map(_derived_src, map(C.spread, args)) if s), "")
             what = f"unknown callee `{self.render(func)}` assumed to return a new tensor"
             return self._fresh(fr, line, what, "low", src)
         return out or (V.UNK,)
@@ -371,10 +371,10 @@ class CallMixin:
         view = self.external_view(fr, q, args, line)  # analysis/externals.py
         if view is not None:
             return view
-        if any(V.tensorish(a) for a in args) or any(V.tensorish(v) for _, v in kwargs):
+        if C.fed_tensors(args, kwargs):
             src = ""
             for a in args:
-                src = src or _derived_src(a)
+                src = src or _derived_src(C.spread(a))
             return self._fresh(
                 fr, line, f"unknown callee `{q}` assumed to return a new tensor", "low", src
             )

@@ -30,6 +30,15 @@ def spread(vals: tuple) -> tuple:
     return out
 
 
+def fed_tensors(args: tuple, kwargs: tuple) -> bool:
+    """Whether a call is handed a tensor: as an argument, or inside a tuple, list or dict
+    argument (a library transform taking `(weight, scale)` pairs returns new tensors as one
+    taking them one by one does)."""
+    return any(V.tensorish(spread(a)) for a in args) or any(
+        V.tensorish(spread(v)) for _, v in kwargs
+    )
+
+
 def builtin_container(q: str, args: tuple, kwargs: tuple) -> tuple:
     """A container builtin's result: a container of what its first argument and keyword
     values hold, when that is tensor state; else a plain value, as before."""

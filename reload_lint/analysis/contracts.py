@@ -164,7 +164,8 @@ class Contract:
         nonpersistent=(),
         holder_src: str = "",
     ):
-        """owner: module | object | held | data (then `holder` is the attribute whose `.data`
+        """owner: module | object | held | tensor (a Parameter's own attribute) | data (then
+        `holder` is the attribute whose `.data`
         is written, `holder_src` the tensor it is, as its values name it). `deferred`: the
         store is on a layer whose own post-load the reload runs with no copy-back (judged as
         in place only); `none_buffers`: buffer names registered only as None, `nonpersistent`
@@ -299,6 +300,21 @@ class Contract:
                 return judge_param_on_module(v, inplace, attr)
             if k == V.VIEW and not inplace:
                 return ("RL107", "view of a registered tensor taken before copy-back")
+            return None
+        if owner == "tensor":
+            # a Python attribute of a Parameter the layer holds (`layer.w._e8m0 = e8m0(s)`):
+            # in place only, the next post-load replaces it and frees what a captured graph
+            # read; layerwise, the reload puts the original Parameter object back with the
+            # attribute the first load hung on it, so a value derived from a weight is stale
+            if k not in (V.FRESH, V.PARAM) or _aliases(v):
+                return None
+            if inplace:
+                return ("RL102", "tensor kept on a Parameter object, not registered")
+            if k == V.FRESH and v.src and v.value != "cast":
+                return (
+                    "RL201",
+                    f"derived from `{v.src}` on a Parameter object the reload restores",
+                )
             return None
         # object or held (attribute of an object reached through the layer)
         if k == V.PARAM and owner == "held":

@@ -42,7 +42,8 @@ class ExplainMixin:
         ):
             return
         root = fr.chain[0] if fr.chain else None
-        safe = safe_reason(v, owner, target) if not verdict else None
+        inplace = self.contract_for(fr.path).name == "inplace-only"
+        safe = safe_reason(v, owner, target, inplace) if not verdict else None
         if safe and getattr(v, "value", None) == "rebuilt":
             # the engine facts that kept the rebuilt object's constructor chain allocation-free
             # on this root's path (analysis/identity.py, analysis/oracles.py)
@@ -84,15 +85,24 @@ class ExplainMixin:
             self.explain_created.setdefault(key, (finding, origin))
 
 
-def safe_reason(v, owner: str | None, target: str = "") -> tuple[str, str]:
+def safe_reason(v, owner: str | None, target: str = "", inplace: bool = False) -> tuple[str, str]:
     """(fact, why) for a judged value that is no escape, from what the analysis knows of it
-    (the contract's store judgement returned no rule for it)."""
+    (the contract's store judgement returned no rule for it). `inplace`: judged under
+    `inplace-only`, where nothing is copied back, so no reason may rest on copy-back."""
     kind = getattr(v, "kind", None)
     value = getattr(v, "value", None)
     if value == "empty":
         return ("zero-element", "a zero-element tensor: no storage to move or free")
     if idempotent_cast(v, target.rsplit(".", 1)[-1] or None):
         return ("idempotent", "an idempotent cast of a registered tensor: the same tensor")
+    if inplace and kind == V.PARAM and value != "alias":
+        return (
+            "registered",
+            "a Parameter of a value not traced to new storage (in place only, a Parameter "
+            "is reported when what it wraps is new)",
+        )
+    if inplace and kind in (V.REG, V.VIEW):
+        return ("view" if kind == V.VIEW else "registered", "existing storage: nothing moves")
     if kind == V.PARAM:
         if value == "alias":
             return ("view", "a Parameter wrapping existing storage: no new storage")

@@ -241,6 +241,13 @@ class StoreMixin:
                     owner = "data" if r.kind != V.FRESH else None
                     if r.shape:  # `t.data = ...` may give t another shape (shapes.forget)
                         S.forget(fr, (r,))
+                elif r.kind in (V.REG, V.PARAM) and attr != "weight_loader" and attr[:1] != "<":
+                    # a Python attribute of the Parameter itself, under a name the code spells
+                    # (`layer.weight._w_scale = e8m0`): the Parameter object outlives the
+                    # update, what hangs on it is replaced like on any non-Module object, and
+                    # nothing registers it. Names only a loop knows copy metadata back
+                    # (`setattr(param, key, saved[key])`), not tensors a kernel reads
+                    owner = "tensor"
                 if owner is None:
                     continue
                 if owner == "module" and not mutate:
