@@ -34,7 +34,7 @@ from reload_lint.analysis.frame import (
 from reload_lint.analysis.hooks import HookRootsMixin
 from reload_lint.analysis.identity import IdentityCastMixin
 from reload_lint.analysis.oracles import Oracles
-from reload_lint.analysis.pathfacts import BUILTIN_SCOPES, ONCE_NAMES, PathFactsMixin
+from reload_lint.analysis.pathfacts import BUILTIN_SCOPES, ONCE_NAMES, PathFactsMixin, _encloses
 from reload_lint.analysis.platforms import PlatformScopeMixin
 from reload_lint.analysis.prepinputs import PrepInputMixin
 from reload_lint.analysis.readers import ReaderMixin
@@ -253,7 +253,7 @@ class Analyzer(
         self.finish_feeds(state)
         for fkey, src in state.derived_findings:
             self._derived_src.setdefault(fkey, src)
-            if src in state.deleted and fkey in self.findings:
+            if src in state.deleted and fkey in self.findings and deleted_on_path(state, src, fkey):
                 fd = self.findings[fkey]
                 if fd.rule in ("RL101", "RL102"):
                     fd.rule = "RL202"
@@ -490,3 +490,12 @@ class Analyzer(
         fr = Frame(mod, path, f, env, f"{mod}:{f['cls']}", 0, mode, chain, state)
         fr.stack = ((path, mod, f["qn"]),)
         self.exec_body(fr, f["body"])
+
+
+def deleted_on_path(state, attr: str, key) -> bool:
+    """Whether the root's deletion of `attr` runs whenever the store of finding `key` does
+    (so a copy derived from it is left with nothing to refresh it: RL202). A deletion on
+    another branch (a fallback that drops the scale it repacked) says nothing about this
+    store. Where either position is unknown, the deletion counts."""
+    at, here = state.deleted_at.get(attr), state.keys.get(key)
+    return at is None or here is None or _encloses(at, here)
