@@ -107,3 +107,19 @@ def test_no_import_cycles():
     assert not cycles, "import circles in reload_lint: " + "; ".join(
         " <-> ".join(c) for c in cycles
     )
+
+
+def test_test_files_have_unique_basenames():
+    # the test folders have no __init__.py: pytest imports each file by its basename, so two
+    # files with one name in two folders stop the whole run at collection
+    root = Path(__file__).resolve().parents[1]
+    seen: dict[str, str] = {}
+    clashes = []
+    for p in sorted(root.rglob("test_*.py")):
+        if "fixtures" in p.relative_to(root).parts:
+            continue
+        rel = p.relative_to(root).as_posix()
+        if p.name in seen:
+            clashes.append(f"{seen[p.name]} and {rel}")
+        seen.setdefault(p.name, rel)
+    assert not clashes, clashes
