@@ -425,10 +425,25 @@ class Analyzer(
             if name == "__init__" or (mod, qn) in done:
                 continue
             f = self.index.function(mod, qn)
-            if f is None or not f["guarded"]:
+            if f is None:
+                continue
+            if not f["guarded"] and not (f.get("fills_cache") and not self._post_called(mod, qn)):
+                # a cache the post-load itself fills (a preparation's input) is judged there
                 continue
             done.add((mod, qn))
             self._guarded(mod, qn, f, self._run_method, mod, f, "lazy", cls_key, where)
+
+    def _post_called(self, mod: str, qn: str) -> bool:
+        """Whether the post-load analysis ran function `mod:qn` (a call summary in post mode)."""
+        called = self.__dict__.get("_post_called_set")
+        if called is None:
+            called = {
+                (k[0], k[1])
+                for k in self.memo
+                if type(k) is tuple and len(k) > 2 and k[2] == "post" and type(k[1]) is str
+            }
+            self._post_called_set = called
+        return (mod, qn) in called
 
     def run_apply_caches(self, modules: list[str]) -> None:
         for mod in sorted(set(modules)):

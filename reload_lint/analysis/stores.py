@@ -311,7 +311,9 @@ class StoreMixin:
                         if key and v.kind == V.FRESH and src_attr:
                             fr.root.derived_findings.append((key, src_attr))
                         break
-            elif fr.mode in ("lazy", "apply") and st[0] == "assign" and st[6]:
+            elif (
+                fr.mode in ("lazy", "apply") and st[0] == "assign" and (st[6] or _fills(st, mutate))
+            ):
                 if r.kind not in (V.OBJ, V.MODULE):
                     continue
                 for v in vals:
@@ -549,3 +551,11 @@ def _literal_key(index):
     if index[0] == "k" and index[1] == "str" and isinstance(index[2], str) and index[2]:
         return index[2]
     return None
+
+
+def _fills(st, mutate: bool) -> bool:
+    """An item store into a container attribute inside a block of the function (`if buf is
+    None: buf = torch.ones(n); self._bufs[n] = buf`): a cache filled on first use, which later
+    calls read back, as `if self._x is None: self._x = ...` is (index/lower_defs.py
+    `fills_cache`)."""
+    return mutate and len(st) > 7 and len(st[7]) > 1

@@ -101,6 +101,9 @@ class DefLowering:
             "free": free,
             "guarded": any(s[0] == "assign" and s[6] for s in body),
         }
+        if any(_cache_fill(s) for s in body):
+            # the first-forward analysis runs it too (analysis/interp.py run_lazy)
+            self.functions[qn]["fills_cache"] = True
         if lower_util.EXTENSIONS and size_names:
             # fixed integer locals with a lower bound, of the names it uses as sizes (shape
             # arithmetic: index/lower_sizes.py)
@@ -255,3 +258,12 @@ def _class_const(stmt) -> tuple[str, str] | None:
     if type(t) is ast.Name and type(v) is ast.Constant and isinstance(v.value, str):
         return (t.id, v.value)
     return None
+
+
+def _cache_fill(st) -> bool:
+    """`self._cache[key] = v` inside a block of the function (`if buf is None: buf = ...;
+    self._cache[n] = buf`): a cache kept on an object and filled on first use, guarded by a
+    test of a local rather than of an attribute."""
+    if not lower_util.EXTENSIONS or st[0] != "assign" or len(st) < 8 or len(st[7]) < 2:
+        return False
+    return any(t[0] == "s" and t[1][0] == "a" for t in st[4])

@@ -12,6 +12,10 @@
   module get_ark_state() imports at run time on `self.ark`; the objects its
   `MoeSymmetricGemm.prepare(layer.w*_weight, ...)` returns on every post-load are reported
   (low confidence: the library is not in the tree), with apply's read as the reader.
+- A first-use cache of rebuilt experts (0.33.0): MuseSparkAiterExperts fills
+  `self._unit_weights_bufs[width]` in apply under a test of a local; the Quark OCP-MX
+  post-load rebuilds the experts with the kernel, so it is RL108. B12xExperts' `_unit_scales`
+  cache, which only its post-load fills (a reused preparation's input), is not.
 - A run-once flag another method sets back (0.33.0, one method added to a copy of the tree):
   HummingMoEMethod's `processed` guard stops being run-once, and its rebuilt kernel is reported
   with a `guard` naming the reset.
@@ -153,3 +157,14 @@ def test_a_library_held_on_the_method_prepares_new_storage(path, target):
     assert hits[0].rule == "RL102" and hits[0].confidence == "low" and hits[0].reader
     line = (root / path).read_text().splitlines()[hits[0].line - 1]
     assert ".prepare(" in line, line
+
+
+def test_first_use_cache_of_rebuilt_experts_is_rl108():
+    root, result = _run("0.33.0")
+    muse = "vllm/models/muse_spark/amd/muse_moe_runner.py"
+    hits = [f for f in result.findings if f.path == muse and f.rule == "RL108"]
+    assert [f.target for f in hits] == ["self._unit_weights_bufs[width]"], hits
+    line = (root / muse).read_text().splitlines()[hits[0].line - 1]
+    assert "self._unit_weights_bufs[width] = buf" in line, line
+    b12x = "vllm/model_executor/layers/fused_moe/b12x.py"
+    assert not [f for f in result.findings if f.path == b12x and f.rule == "RL108"]
