@@ -91,6 +91,8 @@ class _Extractor(SourceText, ExprLowering, GuardLowering, DefLowering):
         self.module_name = module_name
         self.is_package = is_package
         self.lines = source.split("\n")
+        # `:=` appears in the text at all (most files: no, and no statement is walked for it)
+        self.any_walrus = ":=" in source
         self._bytes: dict[int, bytes] = {}  # line -> its UTF-8 bytes (non-ASCII lines only)
         # path of suite ids from the function body down to the current block: a later
         # assignment overwrites an earlier one only when its block encloses the earlier one's
@@ -127,7 +129,11 @@ class _Extractor(SourceText, ExprLowering, GuardLowering, DefLowering):
     def walrus(self, parts, out: list, guard) -> None:
         """`(x := v)` in a statement binds x before the statement runs: an assignment
         `x = v` is emitted first (the expression itself still lowers to v)."""
+        if not self.any_walrus:
+            return
         for part in parts:
+            if not any(":=" in ln for ln in self.lines[part.lineno - 1 : part.end_lineno]):
+                continue
             for ne in named_exprs(part):
                 ln, col, end = self.span(ne)
                 tgt = (("n", ne.target.id),)
@@ -161,7 +167,7 @@ class _Extractor(SourceText, ExprLowering, GuardLowering, DefLowering):
             i -= 1
 
     def stmt(self, node, out: list, guard, func_qn: str, cls_qn: str | None) -> None:
-        if lower_util.EXTENSIONS:
+        if lower_util.EXTENSIONS and self.any_walrus:
             self.walrus(_header(node), out, guard)
         if type(node) in _COMPOUND:
             self._compound(node, out, guard, func_qn, cls_qn)
@@ -222,7 +228,7 @@ class _Extractor(SourceText, ExprLowering, GuardLowering, DefLowering):
             while cur.orelse:
                 if self.is_elif(cur):
                     orelse = cur.orelse[0]
-                    if lower_util.EXTENSIONS:
+                    if lower_util.EXTENSIONS and self.any_walrus:
                         self.walrus([orelse.test], out, guard)
                     members = _member_terms(orelse.test)
                     if members:
