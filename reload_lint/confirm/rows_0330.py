@@ -257,6 +257,16 @@ ROWS_0330: tuple[Row, ...] = (
         ),
     ),
     Row(
+        "model-muse-spark-aiter",
+        "moe",
+        components=("MuseSparkAiterExperts",),
+        unsupported=(
+            "MuseSparkAiterExperts is the muse_spark model's ROCm MoE runner "
+            "(vllm/models/muse_spark/amd/muse_moe_runner.py): AiterMxfp4Experts driving "
+            "rocm_aiter_fused_experts, AITER kernels that run on ROCm only"
+        ),
+    ),
+    Row(
         "model-kimi-k3",
         "mla",
         components=("K3DSparkModel", "MultiHeadLatentAttention"),
