@@ -11,6 +11,7 @@ afterwards (PEP 289/709 scoping), so nothing leaks into later statements.
 from __future__ import annotations
 
 from reload_lint.analysis import values as V
+from reload_lint.analysis.frame import bound_names
 
 _MISSING = object()
 
@@ -29,27 +30,13 @@ def elements(vals: tuple) -> tuple:
     return out
 
 
-def target_names(t) -> list:
-    out: list = []
-    stack = [t]
-    while stack:
-        x = stack.pop()
-        if x[0] == "n":
-            out.append(x[1])
-        elif x[0] == "t":
-            stack.extend(x[2])
-        elif x[0] == "star":
-            stack.append(x[1])
-    return out
-
-
 def eval_comprehension(an, fr, e, gens) -> tuple:
     """The value of comprehension `e` (its tuple without the generators) over `gens`."""
     saved: dict = {}
     try:
         for tgt, it_e in gens:
             elems = elements(an.eval(fr, it_e)) or (V.UNK,)
-            for name in target_names(tgt):
+            for name in bound_names(tgt):
                 if name not in saved:
                     saved[name] = fr.env.get(name, _MISSING)
             an.bind(fr, tgt, elems, None)

@@ -33,6 +33,7 @@ too (it can only make the object's inputs larger, never drop one).
 from __future__ import annotations
 
 from reload_lint.analysis import values as V
+from reload_lint.analysis.frame import bound_names
 from reload_lint.findings import TraceStep
 
 # the tensor stores whose attribute may be consumed by a rebuilt object built later
@@ -72,7 +73,7 @@ class FeedsMixin:
             if held:
                 for name in _local_names(st[5]):
                     reads.update(dict.fromkeys(held.get(name, ())))
-            for name in _bound_names(st[4]):
+            for name in bound_names(*st[4]):
                 if reads:
                     held[name] = tuple(reads)
                 else:
@@ -116,19 +117,4 @@ def _local_names(e) -> set:
             out.add(x[1])
             continue
         stack.extend(y for y in x[1:] if isinstance(y, tuple))
-    return out
-
-
-def _bound_names(targets) -> list:
-    """The local names assignment targets bind (`k = ...`, `w, k = ...`)."""
-    out: list = []
-    stack = list(targets)
-    while stack:
-        t = stack.pop()
-        if t[0] == "n":
-            out.append(t[1])
-        elif t[0] == "t":
-            stack.extend(t[2])
-        elif t[0] == "star":
-            stack.append(t[1])
     return out

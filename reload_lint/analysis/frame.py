@@ -202,3 +202,19 @@ def class_of(e):
     if e[0] == "c" and e[1] == ("n", "type") and len(e[2]) == 1 and not e[3]:
         return e[2][0]
     return e
+
+
+def bound_names(*targets) -> list:
+    """The local names assignment targets bind (`k = ...`, `w, (k, *r) = ...`, a `for` or
+    comprehension target); attribute and item targets bind none."""
+    out: list = []
+    stack = list(targets)
+    while stack:
+        t = stack.pop()
+        if t[0] == "n":
+            out.append(t[1])
+        elif t[0] == "t":
+            stack.extend(t[2])
+        elif t[0] == "star":
+            stack.append(t[1])
+    return out

@@ -18,6 +18,7 @@ from reload_lint.analysis import shapes as S
 from reload_lint.analysis import triage
 from reload_lint.analysis import values as V
 from reload_lint.analysis.calls import CallMixin
+from reload_lint.analysis.comprehensions import elements
 from reload_lint.analysis.explainlog import ExplainMixin
 from reload_lint.analysis.exprs import ExprMixin
 from reload_lint.analysis.externals import ExternalViewsMixin
@@ -362,17 +363,7 @@ class Analyzer(
                     fr.env[st[4]] = V.union(before, fr.env.get(st[4], ()))
                     break
         elif kind == "for":
-            it = self.eval(fr, st[5])
-            elems: tuple = ()
-            for v in it:
-                if v.kind in (V.CONTAINER,):
-                    elems = V.union(elems, v.items)
-                elif v.kind == V.TUPLE:
-                    for group in v.items:
-                        elems = V.union(elems, group)
-                elif v.kind in V.TENSORISH:
-                    elems = V.union(elems, (v,))
-            self.bind(fr, st[4], elems or (V.UNK,), st)
+            self.bind(fr, st[4], elements(self.eval(fr, st[5])) or (V.UNK,), st)
 
     def _delete(self, fr: Frame, tgt) -> None:
         if tgt[0] == "a":
