@@ -11,23 +11,16 @@ afterwards (PEP 289/709 scoping), so nothing leaks into later statements.
 from __future__ import annotations
 
 from reload_lint.analysis import values as V
+from reload_lint.analysis.containers import spread
 from reload_lint.analysis.frame import bound_names
 
 _MISSING = object()
 
 
 def elements(vals: tuple) -> tuple:
-    """What iterating over `vals` yields, as the `for` statement reads it."""
-    out: tuple = ()
-    for v in vals:
-        if v.kind == V.CONTAINER:
-            out = V.union(out, v.items)
-        elif v.kind == V.TUPLE:
-            for group in v.items:
-                out = V.union(out, group)
-        elif v.kind in V.TENSORISH:
-            out = V.union(out, (v,))
-    return out
+    """What iterating over `vals` yields, as the `for` statement reads it: a container's
+    items, a tuple's positions, a tensor itself (containers.spread)."""
+    return spread(vals, others=False)
 
 
 def eval_comprehension(an, fr, e, gens) -> tuple:

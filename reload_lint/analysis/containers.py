@@ -15,9 +15,10 @@ CONTAINER_BUILTINS = frozenset({"dict", "list", "tuple", "set", "frozenset", "so
 SPREADING_MUTATORS = frozenset({"extend", "update"})
 
 
-def spread(vals: tuple) -> tuple:
+def spread(vals: tuple, others: bool = True) -> tuple:
     """The elements of an iterable argument: a container's items, every position of a
-    tuple; any other value as it is (an iterable the analysis does not see into)."""
+    tuple; any other value as it is (an iterable the analysis does not see into), or, with
+    `others` False, only when it is a tensor (what a `for` over it binds)."""
     out: tuple = ()
     for v in vals:
         if v.kind == V.CONTAINER:
@@ -25,7 +26,7 @@ def spread(vals: tuple) -> tuple:
         elif v.kind == V.TUPLE:
             for part in v.items:
                 out = V.union(out, part)
-        else:
+        elif others or v.kind in V.TENSORISH:
             out = V.union(out, (v,))
     return out
 

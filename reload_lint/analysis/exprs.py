@@ -405,11 +405,9 @@ class ExprMixin:
                 continue
             if p[0] not in ("n", "a"):
                 return (V.SCAL,)  # names are built from names; calls are not evaluated here
-            vals = self.eval(fr, p)
-            strs = sorted({v.value for v in vals if v.kind == V.STR and v.value is not None})
-            if not strs or len(strs) != len(vals) or len(strs) * len(combos) > 8:
+            combos = _joined(combos, self.eval(fr, p))
+            if combos is None:
                 return (V.SCAL,)
-            combos = [c + s for c in combos for s in strs]
         return tuple(AV(V.STR, value=c) for c in combos)
 
     def builtin_attr(self, fr: Frame, name: str, args_e, e) -> tuple:
@@ -608,13 +606,19 @@ def _call_stores(an, f: dict) -> dict:
 
 
 def _concat(left: tuple, right: tuple) -> tuple:
-    """`a + b` of names: the strings it can be (as an f-string's, a few at most), else an
-    unknown scalar."""
-    ls = [v.value for v in left if v.kind == V.STR and v.value is not None]
-    rs = [v.value for v in right if v.kind == V.STR and v.value is not None]
-    if not ls or not rs or len(ls) != len(left) or len(rs) != len(right):
-        return (V.SCAL,)
-    combos = sorted({a + b for a in ls for b in rs})
-    if len(combos) > 8:
+    """`a + b` of names: the strings it can be, as the f-string `f"{a}{b}"`'s, else an unknown
+    scalar."""
+    combos = _joined([""], left)
+    combos = _joined(combos, right) if combos is not None else None
+    if combos is None:
         return (V.SCAL,)
     return tuple(AV(V.STR, value=c) for c in combos)
+
+
+def _joined(combos: list, vals: tuple) -> list | None:
+    """Each string of `combos` followed by each string `vals` can be (8 at most), or None when
+    `vals` holds anything but known strings or more would result."""
+    strs = sorted({v.value for v in vals if v.kind == V.STR and v.value is not None})
+    if not strs or len(strs) != len(vals) or len(strs) * len(combos) > 8:
+        return None
+    return [c + s for c in combos for s in strs]
