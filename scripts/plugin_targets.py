@@ -3,6 +3,7 @@
 Fetch: pip download --no-deps <name>==<version> -d /tmp/plugins/<name>  (wheel), unzip, then
 reload-lint check <unzipped>/<top> --format json
 """
+
 TARGETS = [
     # (pypi name, version, top-level package, held_out)
     ("vllm-ascend", "0.23.0", "vllm_ascend", False),
