@@ -14,8 +14,12 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from reload_lint.watch import StorageMovedError, StorageWatch, graph_liveness_oracle  # noqa: E402
-from reload_lint.watch import vllm_plugin  # noqa: E402
+from reload_lint.watch import (  # noqa: E402
+    StorageMovedError,
+    StorageWatch,
+    graph_liveness_oracle,
+    vllm_plugin,
+)
 
 
 class Kernel:
