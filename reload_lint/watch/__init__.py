@@ -206,16 +206,30 @@ class StorageWatch:
         return watch
 
     # -- recording --------------------------------------------------------------------------
-    def _walk(self) -> dict[str, _Slot]:
-        out: dict[str, _Slot] = {}
+    def _hits(self):
         prefix = f"{self.root}." if self.root else ""
-        roots = {"": self.model}
-        for hit in walk_tensors(roots):
+        for hit in walk_tensors({"": self.model}):
             path = hit.path.lstrip(".")
             hit.path = prefix + path if path else self.root
-            s = _slot(hit)
-            if s is not None and s.path not in out:
+            yield hit
+
+    def _walk(self) -> dict[str, _Slot]:
+        out: dict[str, _Slot] = {}
+        for hit in self._hits():
+            s = _slot(hit) if hit.path not in out else None
+            if s is not None:
                 out[s.path] = s
+        return out
+
+    def _pointers(self) -> dict[str, int]:
+        """path -> storage address now (the check needs no weak references)."""
+        out: dict[str, int] = {}
+        for hit in self._hits():
+            if hit.path not in out:
+                try:
+                    out[hit.path] = hit.tensor.untyped_storage().data_ptr()
+                except (RuntimeError, NotImplementedError, TypeError):
+                    continue
         return out
 
     def record(self) -> DispatchRecorder:
@@ -256,16 +270,17 @@ class StorageWatch:
         )
 
     def check(self) -> Report:
-        now = self._walk()
+        now = self._pointers()
         report = Report(oracle=self.oracle)
         for path, s in self.slots.items():
-            finding = self._match(s)
-            if self._ignored(s, finding):
-                continue
             cur = now.get(path)
-            if cur is not None and cur.data_ptr != s.data_ptr:
-                report.moved.append(self._change("moved", s, cur.data_ptr))
-            if s.ref.expired():
+            moved = cur is not None and cur != s.data_ptr
+            freed = s.ref.expired()
+            if not (moved or freed) or self._ignored(s, self._match(s)):
+                continue
+            if moved:
+                report.moved.append(self._change("moved", s, cur))
+            if freed:
                 report.freed.append(self._change("freed", s, None))
         if self.dispatch is not None:
             named = {s.data_ptr for s in self.slots.values()}
