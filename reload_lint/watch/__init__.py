@@ -34,6 +34,7 @@ __all__ = [
 log = logging.getLogger("reload_lint.watch")
 
 _FINGERPRINT = re.compile(r"^[0-9a-f]{20}$")
+_SAID = [False]  # the missing liveness oracle is logged once per process
 
 
 class StorageMovedError(RuntimeError):
@@ -196,7 +197,8 @@ class StorageWatch:
         self.dispatch: DispatchRecorder | None = None
         self._warned: set[str] = set()
         self.oracle = graph_liveness_oracle()
-        if "no check_input_liveness" in self.oracle:
+        if "no check_input_liveness" in self.oracle and not _SAID[0]:
+            _SAID[0] = True
             log.info("%s; the census is the only oracle", self.oracle)
 
     @classmethod
