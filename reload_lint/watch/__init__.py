@@ -28,6 +28,7 @@ __all__ = [
     "Report",
     "StorageMovedError",
     "StorageWatch",
+    "graph_kwargs",
     "graph_liveness_oracle",
 ]
 
@@ -177,6 +178,12 @@ def graph_liveness_oracle() -> str:
     if "check_input_liveness" in params:
         return "torch.cuda.graph(check_input_liveness=True) available"
     return f"torch {torch.__version__}: torch.cuda.graph has no check_input_liveness"
+
+
+def graph_kwargs() -> dict:
+    """Keyword arguments to add to ``torch.cuda.graph(...)`` for torch's own liveness check:
+    ``{"check_input_liveness": True}`` where this torch takes it, else ``{}``."""
+    return {"check_input_liveness": True} if "available" in graph_liveness_oracle() else {}
 
 
 class StorageWatch:

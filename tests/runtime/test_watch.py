@@ -17,6 +17,7 @@ torch = pytest.importorskip("torch")
 from reload_lint.watch import (  # noqa: E402
     StorageMovedError,
     StorageWatch,
+    graph_kwargs,
     graph_liveness_oracle,
     vllm_plugin,
 )
@@ -206,7 +207,12 @@ def test_dispatch_recorder_sees_storages_no_path_reaches():
 
 
 def test_liveness_oracle_is_detected():
-    assert "check_input_liveness" in graph_liveness_oracle()
+    import inspect as _inspect
+
+    says = graph_liveness_oracle()
+    has = "check_input_liveness" in _inspect.signature(torch.cuda.graph).parameters
+    assert ("available" in says) == has
+    assert graph_kwargs() == ({"check_input_liveness": True} if has else {})
 
 
 def test_plugin_register_is_a_no_op_without_the_env_var(monkeypatch):
