@@ -15,6 +15,7 @@ import json
 import logging
 import re
 import sys
+import weakref
 from dataclasses import dataclass, field
 
 import torch
@@ -192,7 +193,10 @@ class StorageWatch:
     def __init__(self, model, mode="warn", ignore=(), findings=None, root=""):
         if mode not in ("warn", "raise"):
             raise ValueError(f"mode must be 'warn' or 'raise', not {mode!r}")
-        self.model = model
+        try:  # the watch keeps no model alive either
+            self._model = weakref.ref(model)
+        except TypeError:
+            self._model = lambda: model
         self.mode = mode
         self.root = root
         self.ignore = list(ignore)
@@ -208,6 +212,10 @@ class StorageWatch:
             _SAID[0] = True
             log.info("%s; the census is the only oracle", self.oracle)
 
+    @property
+    def model(self):
+        return self._model()
+
     @classmethod
     def collect(cls, model, mode="warn", ignore=(), findings=None, root=""):
         watch = cls(model, mode=mode, ignore=ignore, findings=findings, root=root)
@@ -217,7 +225,10 @@ class StorageWatch:
     # -- recording --------------------------------------------------------------------------
     def _hits(self):
         prefix = f"{self.root}." if self.root else ""
-        for hit in walk_tensors({"": self.model}):
+        model = self.model
+        if model is None:  # the model itself was dropped: every slot is checked as freed
+            return
+        for hit in walk_tensors({"": model}):
             path = hit.path.lstrip(".")
             hit.path = prefix + path if path else self.root
             yield hit

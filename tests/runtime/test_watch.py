@@ -129,6 +129,16 @@ def test_watch_does_not_keep_a_storage_alive():
     assert [c.path for c in watch.check().freed] == ["0.packed"]
 
 
+def test_watch_does_not_keep_the_model_alive():
+    m = model()
+    watch = StorageWatch.collect(m)
+    ref = torch.multiprocessing.reductions.StorageWeakRef(m[0].packed.untyped_storage())
+    del m
+    gc.collect()
+    assert ref.expired() and watch.model is None
+    assert "0.packed" in {c.path for c in watch.check().freed}
+
+
 def test_partial_closure_dict_and_list_paths():
     m = model()
     perm, cl = torch.arange(4), torch.ones(2)
