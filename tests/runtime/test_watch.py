@@ -323,3 +323,20 @@ def test_entry_point_is_declared():
     data = tomllib.loads((root / "pyproject.toml").read_text())
     eps = data["project"]["entry-points"]["vllm.general_plugins"]
     assert eps == {"reload_lint_watch": "reload_lint.watch.vllm_plugin:register"}
+
+
+def test_bench_script_runs_on_a_small_stub():
+    import pathlib
+    import subprocess
+
+    root = pathlib.Path(__file__).resolve().parents[2]
+    out = subprocess.run(
+        [sys.executable, str(root / "scripts/bench_watch.py"), "--layers", "2", "--repeat", "1"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=root,
+        env={**__import__("os").environ, "PYTHONPATH": str(root)},
+    )
+    data = json.loads(out.stdout)
+    assert data["layers"] == 2 and data["storages"] > 0 and data["check_ms"] >= 0
