@@ -42,7 +42,8 @@ CLASSES: dict[str, dict[str, tuple[tuple[str, ...], tuple[str, ...]]]] = {
 FUNCTIONS: dict[str, tuple[str, ...]] = {
     "vllm.model_executor.model_loader.reload.layerwise": ("finalize_layerwise_reload",),
     "vllm.model_executor.model_loader.reload": ("finalize_layerwise_reload",),
-    "vllm.v1.worker.gpu_model_runner": ("finalize_layerwise_reload",),
+    "vllm.v1.worker.gpu_model_runner": ("finalize_layerwise_reload",),  # 0.25.1 imports it
+    "vllm.model_executor.model_loader.reload.inplace": ("finalize_layerwise_reload",),  # 0.33.0
 }
 
 _WATCHES: weakref.WeakSet = weakref.WeakSet()

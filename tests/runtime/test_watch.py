@@ -7,6 +7,7 @@ import gc
 import inspect
 import json
 import logging
+import os
 import sys
 import types
 
@@ -336,7 +337,7 @@ def test_bench_script_runs_on_a_small_stub():
         text=True,
         check=True,
         cwd=root,
-        env={**__import__("os").environ, "PYTHONPATH": str(root)},
+        env={**os.environ, "PYTHONPATH": str(root)},
     )
     data = json.loads(out.stdout)
     assert data["layers"] == 2 and data["storages"] > 0 and data["check_ms"] >= 0
