@@ -43,13 +43,17 @@ class TensorHit:
     tensor: object = field(repr=False)
 
 
+@functools.lru_cache(maxsize=4096)
+def _type_names(t: type) -> tuple[tuple[str, ...], str]:
+    return tuple(c.__name__ for c in t.__mro__), f"{t.__module__}.{t.__qualname__}"
+
+
 def _mro_names(obj: object) -> tuple[str, ...]:
-    return tuple(c.__name__ for c in type(obj).__mro__)
+    return _type_names(type(obj))[0]
 
 
 def qualified_class(obj: object) -> str:
-    t = type(obj)
-    return f"{t.__module__}.{t.__qualname__}"
+    return _type_names(type(obj))[1]
 
 
 def _skip(obj: object) -> bool:
@@ -91,8 +95,9 @@ def walk_tensors(roots: dict[str, object]) -> list[TensorHit]:
                 continue
             seen.add(id(obj))
             budget[0] -= 1
+            mro, qual = _type_names(type(obj))
             for child, label, is_attr in _children(obj):
-                step = Step(_mro_names(obj), label, is_attr, qualified_class(obj))
+                step = Step(mro, label, is_attr, qual)
                 sep = "" if label.startswith("[") else "."
                 nxt.append((child, f"{path}{sep}{label}", (*steps, step), depth + 1))
         queue = nxt

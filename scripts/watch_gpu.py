@@ -1,0 +1,245 @@
+"""The storage watch end to end on the lent H200 (docs/watch.md, "On the lent H200").
+
+Path A ("engine"): a tiny random Llama (hidden 256, 2 layers) saved to a local folder, a real
+``LLM(...)`` with online dynamic fp8 (``quantization="fp8"``: its post-load code rebinds) and
+CUDA graphs on, the watch plugin on (``RELOAD_LINT_WATCH=warn``, registered in-process with
+``VLLM_ENABLE_V1_MULTIPROCESSING=0`` since the project is not pip-installed there), then
+``llm.collective_rpc("reload_weights")`` and the watch's report.
+
+Path B ("layerwise", when path A fails anywhere): a vLLM fp8 ``ReplicatedLinear`` built and
+post-loaded by hand, the watch collected, vLLM's layerwise reload with new weights (as the
+confirmation runner does, confirm/reload.py), and the report.
+
+Writes ``$OUT/watch_gpu.json`` (or ./watch_gpu.json) and prints which path ran. Run with vLLM
+0.25.1 importable (docs: /work/shared/gpu/README.md):
+    bash .gpu/stage2/install.sh && PYTHONPATH=/tmp/site:/tmp/vroot:$PWD python3 scripts/watch_gpu.py
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import tempfile
+import time
+import traceback
+
+os.environ.setdefault("RELOAD_LINT_WATCH", "warn")
+os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+
+OUT = os.environ.get("OUT") or "."
+RESULT: dict = {"path": None, "attempts": {}}
+
+
+class Lines(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.INFO)
+        self.lines: list[str] = []
+
+    def emit(self, record):
+        self.lines.append(f"{record.levelname} {record.getMessage()}")
+
+
+LOG = Lines()
+logging.getLogger("reload_lint.watch").addHandler(LOG)
+logging.getLogger("reload_lint.watch").setLevel(logging.INFO)
+
+
+def write() -> None:
+    RESULT["watch_log"] = LOG.lines
+    path = os.path.join(OUT, "watch_gpu.json")
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(RESULT, fh, indent=2, default=str)
+    print(f"wrote {path}")
+
+
+def tiny_llama(folder: str) -> str:
+    cfg = dict(
+        architectures=["LlamaForCausalLM"],
+        model_type="llama",
+        hidden_size=256,
+        intermediate_size=512,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=1024,
+        max_position_embeddings=512,
+        rms_norm_eps=1e-5,
+        torch_dtype="bfloat16",
+        tie_word_embeddings=False,
+    )
+    try:
+        import torch
+        from transformers import LlamaConfig, LlamaForCausalLM
+
+        torch.manual_seed(0)
+        model = LlamaForCausalLM(LlamaConfig(**cfg)).to(torch.bfloat16)
+        model.save_pretrained(folder, safe_serialization=True)
+        return "transformers"
+    except Exception as exc:
+        print(f"transformers save failed ({exc!r}); writing config.json + safetensors by hand")
+    import torch
+    from safetensors.torch import save_file
+
+    h, i, v, kv = 256, 512, 1024, 2 * 64
+    g = torch.Generator().manual_seed(0)
+
+    def r(*shape):
+        return (torch.randn(*shape, generator=g) * 0.02).to(torch.bfloat16)
+
+    w = {"model.embed_tokens.weight": r(v, h), "lm_head.weight": r(v, h)}
+    w["model.norm.weight"] = torch.ones(h, dtype=torch.bfloat16)
+    for n in range(2):
+        p = f"model.layers.{n}."
+        w |= {
+            p + "self_attn.q_proj.weight": r(h, h),
+            p + "self_attn.k_proj.weight": r(kv, h),
+            p + "self_attn.v_proj.weight": r(kv, h),
+            p + "self_attn.o_proj.weight": r(h, h),
+            p + "mlp.gate_proj.weight": r(i, h),
+            p + "mlp.up_proj.weight": r(i, h),
+            p + "mlp.down_proj.weight": r(h, i),
+            p + "input_layernorm.weight": torch.ones(h, dtype=torch.bfloat16),
+            p + "post_attention_layernorm.weight": torch.ones(h, dtype=torch.bfloat16),
+        }
+    save_file(w, os.path.join(folder, "model.safetensors"))
+    with open(os.path.join(folder, "config.json"), "w") as fh:
+        json.dump(cfg, fh)
+    return "by hand"
+
+
+def _report(worker):
+    """Runs in the worker (collective_rpc): the watch's report as JSON."""
+    runner = getattr(worker, "model_runner", worker)
+    watch = getattr(runner, "_reload_lint_watch", None)
+    if watch is None:
+        return {"error": "no watch on the model runner (capture_model not wrapped or not run)"}
+    rep = watch.check()
+    return {"slots": len(watch.slots), "report": rep.to_json(), "text": str(rep)}
+
+
+def engine() -> dict:
+    from reload_lint.watch import vllm_plugin
+
+    wrapped = vllm_plugin.register()
+    folder = tempfile.mkdtemp(prefix="tiny-llama-")
+    how = tiny_llama(folder)
+    from vllm import LLM, SamplingParams
+
+    t = time.time()
+    llm = LLM(
+        model=folder,
+        tokenizer=None,
+        skip_tokenizer_init=True,
+        quantization="fp8",
+        enforce_eager=False,
+        max_model_len=256,
+        gpu_memory_utilization=0.3,
+        max_num_seqs=4,
+    )
+    start_s = time.time() - t
+    prompt = {"prompt_token_ids": [1, 2, 3, 4]}
+    sp = SamplingParams(max_tokens=4, temperature=0.0)
+    before = llm.generate([prompt], sp)[0].outputs[0].token_ids
+    errors = None
+    try:
+        llm.collective_rpc("reload_weights")
+    except Exception as exc:  # raise mode: StorageMovedError comes back here
+        errors = f"{type(exc).__name__}: {exc}"
+    reports = llm.collective_rpc(_report)
+    after = llm.generate([prompt], sp)[0].outputs[0].token_ids
+    return {
+        "wrapped": wrapped,
+        "model_written": how,
+        "engine_start_s": round(start_s, 1),
+        "reload_error": errors,
+        "reports": reports,
+        "tokens_before": list(before),
+        "tokens_after": list(after),
+    }
+
+
+def layerwise() -> dict:
+    import torch
+    from vllm.config import VllmConfig, set_current_vllm_config
+    from vllm.distributed import init_distributed_environment, initialize_model_parallel
+    from vllm.model_executor.layers.linear import ReplicatedLinear
+    from vllm.model_executor.layers.quantization.fp8 import Fp8Config
+
+    from reload_lint.confirm.reload import VllmLayerwiseReload
+    from reload_lint.watch import StorageWatch, graph_liveness_oracle
+
+    torch.set_default_device("cuda")
+    with set_current_vllm_config(VllmConfig()):
+        init_distributed_environment(
+            world_size=1,
+            rank=0,
+            distributed_init_method="tcp://127.0.0.1:29533",
+            local_rank=0,
+            backend="nccl",
+        )
+        initialize_model_parallel(1, 1)
+        cfg = Fp8Config(is_checkpoint_fp8_serialized=False, activation_scheme="dynamic")
+        model = torch.nn.ModuleList(
+            [
+                ReplicatedLinear(256, 256, bias=False, quant_config=cfg, prefix=f"l{i}")
+                for i in range(2)
+            ]
+        ).to(torch.bfloat16)
+        driver = VllmLayerwiseReload(torch.bfloat16)
+        driver.record(model)
+        weights = {f"{i}.weight": torch.randn(256, 256, dtype=torch.bfloat16) for i in range(2)}
+        for i, layer in enumerate(model):
+            loader = getattr(layer.weight, "weight_loader", None) or layer.weight_loader
+            loader(layer.weight, weights[f"{i}.weight"])
+            layer.quant_method.process_weights_after_loading(layer)
+        watch = StorageWatch.collect(model, mode="warn")
+        x = torch.randn(4, 256, dtype=torch.bfloat16)
+        y0 = model[0](x)
+        new = {k: torch.randn_like(v) for k, v in weights.items()}
+        driver.reload(model, new)
+        rep = watch.check()
+        y1 = model[0](x)
+    return {
+        "slots": len(watch.slots),
+        "paths": sorted(watch.slots),
+        "report": rep.to_json(),
+        "text": str(rep),
+        "oracle": graph_liveness_oracle(),
+        "output_changed": bool(
+            (y0[0] if isinstance(y0, tuple) else y0)
+            .ne(y1[0] if isinstance(y1, tuple) else y1)
+            .any()
+        ),
+    }
+
+
+def main() -> int:
+    for name, fn in (("engine", engine), ("layerwise", layerwise)):
+        print(f"=== path {name} ===", flush=True)
+        t = time.time()
+        try:
+            RESULT["attempts"][name] = {"ok": True, **fn(), "wall_s": round(time.time() - t, 1)}
+            RESULT["path"] = name
+            print(f"path {name} RAN")
+            att = RESULT["attempts"][name]
+            for rep in att.get("reports") or [att]:
+                text = (rep or {}).get("text")
+                print(text if text else f"(empty report) {rep}")
+            break
+        except Exception as exc:
+            RESULT["attempts"][name] = {
+                "ok": False,
+                "error": f"{type(exc).__name__}: {exc}",
+                "traceback": traceback.format_exc()[-4000:],
+                "wall_s": round(time.time() - t, 1),
+            }
+            print(f"path {name} FAILED: {type(exc).__name__}: {exc}", flush=True)
+    write()
+    print(f"path that ran: {RESULT['path']}")
+    return 0 if RESULT["path"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
