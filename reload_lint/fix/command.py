@@ -220,7 +220,7 @@ def mark(before: list[Finding], after: list[Finding], oc, unsafe: bool) -> None:
         host = by_print.get(g.fingerprint)
         g.fix_status = host.fix_status if host is not None else "none: no fix was computed"
         if g.remedy is None and host is not None:
-            g.remedy = host.remedy if host.fix_status != "applied" else None
+            g.remedy = None if applicable(host, unsafe) else host.remedy
 
 
 def new_lines(oc) -> list[str]:

@@ -231,6 +231,11 @@ def _validate(fs: FixSet, findings: list[Finding], api: TreeApi, reaudit) -> Non
     """Re-audit the tree with every codemod applied; refuse an edit whose statements (or the
     helper it adds) are still reported, and repeat without the refused ones."""
     before = Counter(_key(f) for f in findings)
+    folded = {
+        (a.get("rule"), a.get("path"), normalize_target(a.get("target") or ""))
+        for f in findings
+        for a in f.also or []
+    }
     for _round in range(MAX_ROUNDS):
         fs.rounds += 1
         by_path: dict[str, list[StmtEdit]] = defaultdict(list)
@@ -276,6 +281,19 @@ def _validate(fs: FixSet, findings: list[Finding], api: TreeApi, reaudit) -> Non
                             f"`{g.target}` at the patched statement",
                         )
             if not refuse:
+                # a fix that makes a finding the first run did not report (itself or folded
+                # into another) is dropped, and the rest are judged again without it
+                for g in after:
+                    if before[_key(g)] or (g.rule, g.path, normalize_target(g.target)) in folded:
+                        continue
+                    e = _culprit(g, by_path, spans)
+                    if e is not None:
+                        refuse.setdefault(
+                            id(e),
+                            f"a re-audit of the patched tree reports a new {g.rule} "
+                            f"`{g.target}` ({g.path}:{g.line})",
+                        )
+            if not refuse:
                 fs.still = Counter(_key(g) for g in after)
                 fs.revealed = sorted(
                     {(g.path, g.line, g.rule, g.target) for g in after if g.path in texts}
@@ -296,6 +314,26 @@ def _validate(fs: FixSet, findings: list[Finding], api: TreeApi, reaudit) -> Non
             for f in e.findings:
                 fs.remedies[id(f)] = _refused(f, api, e, why)
         fs.accepted = keep
+
+
+def _culprit(g: Finding, by_path: dict, spans: dict) -> StmtEdit | None:
+    """The accepted edit a new finding is blamed on: the nearest edit of its file, else an
+    edit of another file storing the same attribute."""
+    edits = by_path.get(g.path)
+    if edits:
+        sp = spans[g.path]
+
+        def dist(e):
+            first, last = sp[id(e)]
+            return 0 if first <= g.line <= last else min(abs(g.line - first), abs(g.line - last))
+
+        return min(edits, key=dist)
+    attr = normalize_target(g.target).rsplit(".", 1)[-1]
+    for es in by_path.values():
+        for e in es:
+            if any(normalize_target(f.target).rsplit(".", 1)[-1] == attr for f in e.findings):
+                return e
+    return None
 
 
 def _rebuild_sites(fs: FixSet, findings: list[Finding]) -> None:
