@@ -91,15 +91,37 @@ def applicable(f: Finding, unsafe: bool) -> bool:
 
 
 def write_fixes(fx: FixSet, plan, unsafe: bool) -> set[str]:
-    """Write every file the chosen fixes change; returns the paths written."""
-    from reload_lint.fsutil import atomic_write_text
+    """Write every file the chosen fixes change; returns the paths written. Every file is
+    checked before any is written (nothing half-written): it must still hold the bytes the
+    fixes were computed on (a file changed since the analysis is refused), be a regular file
+    (a symlink's target is written, and named) and be writable. Each write is atomic (a temp
+    file beside it, then os.replace) and keeps the file's mode bits."""
+    import hashlib
+    import os
 
-    written = set()
+    from reload_lint.fsutil import atomic_write_bytes
+
+    todo = []
     for path, (before, after) in fx.files(unsafe).items():
         target = Path(plan.base) / path
-        if target.read_text(encoding="utf-8") != before:
-            raise ReloadLintError(f"{path}: changed while reload-lint ran; nothing written to it")
-        atomic_write_text(target, after)
+        real = Path(os.path.realpath(target))
+        try:
+            now = real.read_bytes()
+        except OSError as exc:
+            raise ReloadLintError(
+                f"{path}: cannot read it again: {exc.strerror or exc}; nothing written"
+            ) from None
+        want = before.encode("utf-8")
+        if hashlib.sha256(now).digest() != hashlib.sha256(want).digest():
+            raise ReloadLintError(f"{path}: changed while reload-lint ran; nothing written")
+        mode = real.stat().st_mode
+        if not mode & 0o222 or not os.access(real, os.W_OK) or not os.access(real.parent, os.W_OK):
+            where = f" (a symlink to {real})" if real != target.absolute() else ""
+            raise ReloadLintError(f"{path}{where}: read-only; nothing written")
+        todo.append((path, real, after.encode("utf-8")))
+    written = set()
+    for path, real, data in todo:
+        atomic_write_bytes(real, data)
         written.add(path)
     return written
 

@@ -39,6 +39,15 @@ class FixSet:
     # storage reported once: fixing the reported store shows the next), (path, line, rule,
     # target) in the patched text
     revealed: list = field(default_factory=list)
+    # path -> (BOM, CRLF): the codemods work on the text without its BOM and with `\n` line
+    # ends; what is written and diffed gets both back, so no byte outside a fix changes
+    encodings: dict[str, tuple[bool, bool]] = field(default_factory=dict)
+
+    def restore(self, path: str, text: str) -> str:
+        bom, crlf = self.encodings.get(path, (False, False))
+        if crlf:
+            text = text.replace("\n", "\r\n")
+        return "\ufeff" + text if bom else text
 
     def remedy(self, f: Finding) -> Remedy | None:
         return self.remedies.get(id(f))
@@ -52,7 +61,7 @@ class FixSet:
         out = {}
         for path, edits in sorted(by_path.items()):
             fm = self.models[path]
-            out[path] = (fm.text, apply_edits(fm, edits))
+            out[path] = (self.restore(path, fm.text), self.restore(path, apply_edits(fm, edits)))
         return out
 
     def diff(self, unsafe: bool) -> str:
@@ -70,6 +79,8 @@ def compute(findings: list[Finding], read_text, api: TreeApi, reaudit=None) -> F
         fm = fs.models.get(f.path)
         if fm is None and f.path not in fs.models:
             text = read_text(f.path)
+            if text is not None:
+                text = _plain(fs, f.path, text)
             try:
                 fm = FileModel(text) if text is not None else None
             except Exception:  # libcst cannot parse what ast could: leave it to a human
@@ -111,6 +122,19 @@ def compute(findings: list[Finding], read_text, api: TreeApi, reaudit=None) -> F
     _rebuild_sites(fs, findings)
     _fold_remedies(fs, findings)
     return fs
+
+
+def _plain(fs: FixSet, path: str, text: str) -> str:
+    """The text the codemods edit: no BOM, `\n` line ends when every line ends in `\r\n`
+    (a file mixing both is edited as it is)."""
+    bom = text.startswith("\ufeff")
+    if bom:
+        text = text[1:]
+    crlf = "\r\n" in text and text.count("\n") == text.count("\r\n")
+    if crlf:
+        text = text.replace("\r\n", "\n")
+    fs.encodings[path] = (bom, crlf)
+    return text
 
 
 def _folded(fs: FixSet, findings: list[Finding]) -> list[Finding]:
@@ -429,7 +453,7 @@ def remedies_for(findings, base: Path, roots, reaudit=None) -> FixSet:
 
     def read_text(path: str):
         try:
-            return (Path(base) / path).read_text(encoding="utf-8")
+            return (Path(base) / path).read_bytes().decode("utf-8")  # line ends as they are
         except (OSError, UnicodeDecodeError):
             return None
 

@@ -51,7 +51,7 @@ def _stmt_rewrite(
         tail = not kept[-1].endswith("\n")
         if tail:
             kept[-1] += "\n"
-        new = [*_indented(before, lead), *kept, *_indented(after, lead)]
+        new = [*_indented(before, lead, fm.indent), *kept, *_indented(after, lead, fm.indent)]
         if tail:
             new[-1] = new[-1].rstrip("\n")
         return new
@@ -62,14 +62,23 @@ def _stmt_rewrite(
     if len(module.body) != 1 or not isinstance(module.body[0], cst.SimpleStatementLine):
         raise ValueError("the store is not one simple statement")
     out = module.visit(_Replace(code, module.config_for_parsing)).code
-    new = [lead + ln if ln.strip() else ln for ln in out.splitlines(keepends=True)]
+    new = _indented(out, lead, fm.indent)
     if not lines[-1].endswith("\n") and new:
         new[-1] = new[-1].rstrip("\n")
     return new
 
 
-def _indented(code: str, lead: str) -> list[str]:
-    return [lead + ln if ln.strip() else ln for ln in code.splitlines(keepends=True)]
+def _indented(code: str, lead: str, unit: str = "    ") -> list[str]:
+    return [lead + _unit(ln, unit) if ln.strip() else ln for ln in code.splitlines(keepends=True)]
+
+
+def _unit(line: str, unit: str) -> str:
+    """A generated line's 4-space steps in the file's own indentation unit (a tab-indented
+    file gets tabs); a line that starts otherwise (the statement's own text) is kept."""
+    if unit == "    " or not line.startswith("    "):
+        return line
+    n = len(line) - len(line.lstrip(" "))
+    return unit * (n // 4) + " " * (n % 4) + line[n:]
 
 
 def _import_line(mod: str, name: str, alias: str | None) -> str:
@@ -118,7 +127,8 @@ def apply_edits(fm: FileModel, edits: list[StmtEdit], spans: dict | None = None)
         if lines and not lines[-1].endswith("\n"):
             lines[-1] += "\n"
         for src in helpers:
-            lines.extend(("\n\n" + src.strip("\n") + "\n").splitlines(keepends=True))
+            text = "\n\n" + src.strip("\n") + "\n"
+            lines.extend(_unit(ln, fm.indent) for ln in text.splitlines(keepends=True))
     if imports:
         at = fm.import_end()
         lines[at:at] = imports
