@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+from collections import Counter
 
 import libcst as cst
 
@@ -142,6 +143,71 @@ def apply_edits(fm: FileModel, edits: list[StmtEdit], spans: dict | None = None)
             shift += sizes[id(site)] - (site.last_line - site.first_line + 1)
         if helpers:
             spans["helpers"] = (len(lines) - sum(h.count("\n") for h in helpers), len(lines))
+    text = "".join(lines)
+    return drop_unused_imports(fm.text, text, spans)
+
+
+def _loads(tree: ast.Module) -> Counter:
+    used: Counter = Counter()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            used[node.id] += 1
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            used[node.value] += 1  # `__all__`, string annotations: never drop what they name
+    return used
+
+
+def drop_unused_imports(before: str, after: str, spans: dict | None = None) -> str:
+    """Remove a module-level import the fixes made unused: a name the original file used and
+    the patched one no longer does (`from functools import partial` once the `partial(...)`
+    became a lambda). Only single-line imports are edited; a name still used stays."""
+    try:
+        old, new = ast.parse(before), ast.parse(after)
+    except SyntaxError:
+        return after
+    was, now = _loads(old), _loads(new)
+    lines = after.splitlines(keepends=True)
+    gone: list[int] = []
+    for node in new.body:
+        if not isinstance(node, (ast.Import, ast.ImportFrom)) or node.lineno != node.end_lineno:
+            continue
+        names = [a for a in node.names if a.name != "*"]
+        local = {id(a): a.asname or a.name.split(".")[0] for a in names}
+        dead = [a for a in names if was[local[id(a)]] and not now[local[id(a)]]]
+        if not dead:
+            continue
+        line = lines[node.lineno - 1]
+        if "#" in line or ";" in line:
+            continue  # a comment or a second statement on the line: leave it to a human
+        keep = [a for a in names if a not in dead]
+        if not keep:
+            gone.append(node.lineno)
+            continue
+        lead = line[: len(line) - len(line.lstrip())]
+        spell = ", ".join(a.name + (f" as {a.asname}" if a.asname else "") for a in keep)
+        head = (
+            f"from {'.' * node.level}{node.module or ''} import "
+            if isinstance(node, ast.ImportFrom)
+            else "import "
+        )
+        lines[node.lineno - 1] = lead + head + spell + "\n"
+    removed: set[int] = set(gone)
+    for n in sorted(gone):
+        # the blank line after an import group that is now gone goes with it
+        nxt = n + 1
+        while nxt in removed:
+            nxt += 1
+        prev = n - 1
+        while prev in removed:
+            prev -= 1
+        blank_next = nxt <= len(lines) and not lines[nxt - 1].strip()
+        if blank_next and (prev < 1 or not lines[prev - 1].strip()):
+            removed.add(nxt)
+    for n in sorted(removed, reverse=True):
+        del lines[n - 1]
+    if spans is not None and removed:
+        for k, (a, b) in list(spans.items()):
+            spans[k] = (a - sum(r < a for r in removed), b - sum(r < b for r in removed))
     return "".join(lines)
 
 
