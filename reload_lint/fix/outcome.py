@@ -18,6 +18,14 @@ from dataclasses import dataclass, field
 
 from reload_lint.findings import Finding
 
+# Why a first-forward lazy allocation has no codemod at its own store (docs/rules/RL108.md)
+RL108_NONE = (
+    "no codemod at a first-forward lazy allocation: the rebuilt object starts empty, so a "
+    "keep-and-copy at the lazy store has nothing to copy into, and registering the scratch on "
+    "the layer needs the layer, which the object's forward does not hold; keep the object at "
+    "its rebuild site (the RL105 keep_object fix there) or build it once"
+)
+
 
 @dataclass
 class Outcome:
@@ -88,6 +96,8 @@ def status(f: Finding, out: Outcome | None, written: bool) -> str:
     if rem.refused:
         return f"refused: {rem.refused}"
     if not rem.has_patch:
+        if f.rule == "RL108":
+            return f"none: {RL108_NONE}"
         why = (rem.recipe or "no codemod for this store").split("; ")[0]
         return f"none: {why}"
     if out is None:
@@ -101,4 +111,6 @@ def status(f: Finding, out: Outcome | None, written: bool) -> str:
         )
     if not written:
         return "none: not applied (an unsafe fix: add --unsafe-fixes)"
+    if f.rule == "RL108":
+        return f"none: {RL108_NONE} (its rebuild sites were patched; a re-audit still reports it)"
     return "refused: a re-audit of the written tree still reports it"
