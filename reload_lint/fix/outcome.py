@@ -34,6 +34,7 @@ class Outcome:
     remaining: list[Finding] = field(default_factory=list)
     new: list[Finding] = field(default_factory=list)
     cause: dict[int, str] = field(default_factory=dict)  # id(new finding) -> the fix's target
+    left: dict[int, list[str]] = field(default_factory=dict)  # id(partial) -> folded still there
 
     def summary(self, total: int) -> str:
         noun = "finding" if total == 1 else "findings"
@@ -68,6 +69,11 @@ def tally(before: list[Finding], after: list[Finding], edited: dict | None = Non
             out.fixed.append(f)
         elif f.fingerprint not in seen_after:
             out.partial.append(f)
+            out.left[id(f)] = [
+                f"`{a.get('target', '')}` (line {a.get('line')})"
+                for a in f.also or []
+                if a.get("fingerprint") in seen_after
+            ]
     for g in after:
         if _prints(g) & known:
             out.remaining.append(g)
@@ -105,9 +111,8 @@ def status(f: Finding, out: Outcome | None, written: bool) -> str:
     if any(f is p for p in out.fixed):
         return "applied"
     if any(f is p for p in out.partial):
-        left = [a.get("target", "") for a in f.also or []]
-        return "partial: the primary store is fixed; a folded store is still reported " + (
-            ", ".join(f"`{t}`" for t in left)
+        return "partial: the primary store is fixed; still reported: " + ", ".join(
+            out.left.get(id(f), [])
         )
     if not written:
         return "none: not applied (an unsafe fix: add --unsafe-fixes)"
