@@ -105,6 +105,12 @@ def write_fixes(fx: FixSet, plan, unsafe: bool) -> set[str]:
     for path, (before, after) in fx.files(unsafe).items():
         target = Path(plan.base) / path
         real = Path(os.path.realpath(target))
+        if before == "" and not os.path.lexists(target):
+            # the package's shared helper module, new
+            if not os.access(real.parent, os.W_OK):
+                raise ReloadLintError(f"{path}: its folder is read-only; nothing written")
+            todo.append((path, real, after.encode("utf-8")))
+            continue
         try:
             now = real.read_bytes()
         except OSError as exc:

@@ -59,13 +59,59 @@ class FixSet:
             if unsafe or e.applicability == SAFE:
                 by_path[e.findings[0].path].append(e)
         out = {}
-        for path, edits in sorted(by_path.items()):
-            fm = self.models[path]
-            out[path] = (self.restore(path, fm.text), self.restore(path, apply_edits(fm, edits)))
+        for path, (before, after) in patched(self.models, by_path).items():
+            out[path] = (self.restore(path, before), self.restore(path, after))
         return out
 
     def diff(self, unsafe: bool) -> str:
-        return "".join(unified(p, a, b) for p, (a, b) in self.files(unsafe).items())
+        return "".join(
+            unified(p, a, b, new_file=(a == "" and p not in self.models))
+            for p, (a, b) in self.files(unsafe).items()
+        )
+
+
+HELPERS_MODULE = "_reload_lint_helpers"
+
+
+def _package(path: str) -> str | None:
+    """The top-level package folder of `path` ("vllm" for vllm/a/b.py), None for a module
+    outside one."""
+    parts = path.split("/")
+    return parts[0] if len(parts) > 1 else None
+
+
+def patched(models: dict, by_path: dict, spans: dict | None = None) -> dict[str, tuple[str, str]]:
+    """path -> (before, after) of the files `by_path`'s edits change. A helper that edits in
+    two or more files of one package need is written once, in `<package>/_reload_lint_helpers
+    .py`, which those files import (a new file: before is "")."""
+    need: dict[str, dict[str, str]] = defaultdict(dict)  # package -> helper name -> source
+    users: dict[str, set[str]] = defaultdict(set)
+    for path, edits in by_path.items():
+        pkg = _package(path)
+        bound = models[path].module_names()
+        for e in edits:
+            for name, src in e.helpers:
+                if pkg and name not in bound:
+                    need[pkg][name] = src
+                    users[pkg].add(path)
+    shared = {pkg for pkg, us in users.items() if len(us) > 1}
+    out = {}
+    for path, edits in sorted(by_path.items()):
+        fm = models[path]
+        pkg = _package(path)
+        mod = f"{pkg}.{HELPERS_MODULE}" if pkg in shared else None
+        sp: dict | None = {} if spans is not None else None
+        out[path] = (fm.text, apply_edits(fm, edits, sp, shared=mod))
+        if spans is not None:
+            spans[path] = sp
+    for pkg in sorted(shared):
+        body = "\n\n".join(src.strip("\n") + "\n" for _, src in sorted(need[pkg].items()))
+        out[f"{pkg}/{HELPERS_MODULE}.py"] = (
+            "",
+            '"""Helpers the reload-lint fixes of this package call (written once, imported by '
+            'each fixed module)."""\n\nimport torch\n\n\n' + body,
+        )
+    return out
 
 
 def compute(findings: list[Finding], read_text, api: TreeApi, reaudit=None) -> FixSet:
@@ -267,12 +313,10 @@ def _validate(fs: FixSet, findings: list[Finding], api: TreeApi, reaudit) -> Non
             by_path[e.findings[0].path].append(e)
         if not by_path:
             return
-        texts, spans = {}, {}
+        spans: dict = {}
         refuse: dict[int, str] = {}
+        texts = {p: after for p, (_, after) in patched(fs.models, by_path, spans).items()}
         for path, edits in by_path.items():
-            sp: dict = {}
-            texts[path] = apply_edits(fs.models[path], edits, sp)
-            spans[path] = sp
             why = parse_error(texts[path])
             if why:
                 for e in edits:

@@ -88,7 +88,9 @@ def _import_line(mod: str, name: str, alias: str | None) -> str:
     return f"from {mod} import {name}" + (f" as {alias}" if alias else "") + "\n"
 
 
-def apply_edits(fm: FileModel, edits: list[StmtEdit], spans: dict | None = None) -> str:
+def apply_edits(
+    fm: FileModel, edits: list[StmtEdit], spans: dict | None = None, shared: str | None = None
+) -> str:
     """The file's text with `edits` applied (the original when there are none). `spans`, when
     given, receives id(edit) -> (first, last) line of its statements in the new text, and
     "helpers" -> the lines of the added helpers."""
@@ -122,7 +124,13 @@ def apply_edits(fm: FileModel, edits: list[StmtEdit], spans: dict | None = None)
     helpers: list[str] = []
     for ed in edits:
         for name, src in ed.helpers:
-            if name not in bound and src not in helpers:
+            if name in bound:
+                continue
+            if shared:  # one module of the package holds it: import it from there
+                line = _import_line(shared, name, None)
+                if line not in imports:
+                    imports.append(line)
+            elif src not in helpers:
                 helpers.append(src)
     if helpers:
         if lines and not lines[-1].endswith("\n"):
@@ -220,12 +228,14 @@ def parse_error(text: str) -> str | None:
     return None
 
 
-def unified(path: str, before: str, after: str) -> str:
-    """`git apply`-able unified diff of one file (a/ and b/ prefixes, 3 lines of context)."""
+def unified(path: str, before: str, after: str, new_file: bool = False) -> str:
+    """`git apply`-able unified diff of one file (a/ and b/ prefixes, 3 lines of context; a
+    file the fixes create comes from /dev/null)."""
     if before == after:
         return ""
     a, b = _lines(before), _lines(after)
-    out = list(difflib.unified_diff(a, b, fromfile=f"a/{path}", tofile=f"b/{path}"))
+    src = "/dev/null" if new_file else f"a/{path}"
+    out = list(difflib.unified_diff(a, b, fromfile=src, tofile=f"b/{path}"))
     return "".join(out)
 
 
