@@ -9,7 +9,7 @@ from pathlib import Path
 
 from reload_lint.errors import ReloadLintError
 from reload_lint.exitcodes import EXIT_CLEAN, EXIT_FINDINGS, EXIT_INCOMPLETE
-from reload_lint.findings import FileError, Finding
+from reload_lint.findings import FileError
 from reload_lint.gate import apply_gate, config_dir, exit_code, gate_notes, render_report
 from reload_lint.plan import effective_config, nothing_analysed, plan_targets, run_engine
 
@@ -47,31 +47,34 @@ def cmd_check(args) -> int:
     out = apply_gate(result, cfg, plan, args, changed=changed)
     fx = fixcmd.attach(args, cfg, plan, out.reported) if fixcmd.wanted(args, plan) else None
     unsafe = getattr(args, "unsafe_fixes", False)
+    oc = None
     if fix_diff:
-        patch, code = fixcmd.diff_report(fx, out.reported, unsafe)
+        if fx is not None:
+            from reload_lint.fix.outcome import tally
+
+            texts = {p: after for p, (_, after) in fx.files(unsafe).items()}
+            again = fixcmd.reaudit_patched(args, cfg, plan, texts, changed) if texts else out
+            oc = tally(out.reported, again.reported, fixcmd.edited_spans(fx, unsafe))
+        patch, code = fixcmd.diff_report(fx, out.reported, unsafe, oc)
         write_output(patch, args.output)
         return code
-    fixed: list[Finding] = []
+    total = len(out.reported)
     if getattr(args, "fix", False) and fx is not None:
-        fixed = fixcmd.fixed_findings(out.reported, fx, unsafe)
-        written = fixcmd.write_fixes(fx, plan, unsafe)
-        shown = [r for r in fx.revealed if r[0] in written]
-        if shown:
-            print(
-                f"reload-lint: the fixes show {len(shown)} more finding"
-                f"{'s' if len(shown) != 1 else ''} the report folded into a fixed one "
-                "(one storage, one finding); run `check` again",
-                file=sys.stderr,
-            )
-        gone = {id(f) for f in fixed}
-        total = len(out.reported)
-        out.reported = [f for f in out.reported if id(f) not in gone]
-        out.shown = [f for f in out.shown if id(f) not in gone]
+        from reload_lint.fix.outcome import tally
+
+        fixcmd.write_fixes(fx, plan, unsafe)
+        # what is fixed is what a plain, fresh audit of the written tree says
+        result, again = fixcmd.reaudit_written(args, cfg, plan, changed)
+        oc = tally(out.reported, again.reported, fixcmd.edited_spans(fx, unsafe))
+        fixcmd.mark(out.reported, again.reported, oc, unsafe)
+        for line in fixcmd.new_lines(oc):
+            print(line, file=sys.stderr)
+        out = again
     text = render_report(args, out, result.files_scanned, cfg.strict)
     if args.fmt == "text" and not args.output and not getattr(args, "statistics", False):
         if getattr(args, "fix", False):
-            text = text.rsplit("Found ", 1)[0] + fixcmd.fixed_line(total if fx else 0, len(fixed))
-            text += "\n"
+            summary = oc.summary(total) if oc is not None else fixcmd.fixed_line(0, 0)
+            text = text.rsplit("Found ", 1)[0] + summary + "\n"
         hint = fixcmd.hint_line(out.reported, unsafe)
         if hint:
             text += hint + "\n"
@@ -89,6 +92,8 @@ def cmd_check(args) -> int:
         print(note, file=sys.stderr)
     if args.exit_zero:
         return EXIT_CLEAN
+    if oc is not None and oc.new:
+        return EXIT_FINDINGS  # a fix made a finding the first run did not have
     if args.strict_baseline and out.stale:
         return EXIT_FINDINGS
     return exit_code(out.reported, out.errors, False, cfg.strict)

@@ -63,6 +63,10 @@ class Finding:
     # The codemod or manual recipe (reload_lint/fix/, schema 1.2): a fix.model.Remedy, or the
     # `remedy` object as read back from a report. Not part of the fingerprint.
     remedy: object = None
+    # What `--fix` / `--diff` did with it, from a re-audit of the tree the fixes produce
+    # (reload_lint/fix/outcome.py): `applied`, `partial: ...`, `refused: <reason>` or
+    # `none: <reason>`. Serialised only when set; not part of the fingerprint.
+    fix_status: str | None = None
 
     def sort_key(self) -> tuple:
         return (self.path, self.line, self.column, self.rule, self.target, self.symbol)
@@ -94,6 +98,8 @@ class Finding:
             out["also"] = [dict(a) for a in self.also]
         if self.suppressed is not None:
             out["suppressed"] = self.suppressed
+        if self.fix_status is not None:
+            out["fix_status"] = self.fix_status
         if self.remedy is not None:
             rem = self.remedy if isinstance(self.remedy, dict) else self.remedy.to_json(self.rule)
             out["remedy"] = rem
@@ -128,6 +134,7 @@ class Finding:
             via=[TraceStep(t["path"], int(t["line"]), t["note"]) for t in data.get("via") or []],
             also=[dict(a) for a in data.get("also") or []],
             remedy=data.get("remedy") if isinstance(data.get("remedy"), dict) else None,
+            fix_status=data.get("fix_status"),
         )
 
 

@@ -47,7 +47,11 @@ def generate(package: str, version: str, out: Path) -> str:
     for old in dest.glob("*.diff"):
         old.unlink()
     for area, paths in sorted(by_area.items()):
-        text = "".join(unified(p, *files[p]) for p in sorted(paths))
+        # the package's shared helper module is a new file (before ""): it diffs from /dev/null
+        text = "".join(
+            unified(p, *files[p], new_file=files[p][0] == "" and p not in fx.models)
+            for p in sorted(paths)
+        )
         atomic_write_text(dest / component_file(area), text)
     readme = _readme(package, version, findings, by_area)
     atomic_write_text(dest / "README.md", readme)

@@ -76,6 +76,10 @@ def attach(args, cfg, plan, findings: list[Finding]) -> FixSet | None:
         if rem is not None:
             f.remedy = rem
             f.fix = rem.description if rem.has_patch else (rem.recipe or f.fix)
+            if not rem.has_patch:  # what `--fix` would do is known before writing
+                from reload_lint.fix.outcome import status
+
+                f.fix_status = status(f, None, False)
     return fx
 
 
@@ -87,15 +91,43 @@ def applicable(f: Finding, unsafe: bool) -> bool:
 
 
 def write_fixes(fx: FixSet, plan, unsafe: bool) -> set[str]:
-    """Write every file the chosen fixes change; returns the paths written."""
-    from reload_lint.fsutil import atomic_write_text
+    """Write every file the chosen fixes change; returns the paths written. Every file is
+    checked before any is written (nothing half-written): it must still hold the bytes the
+    fixes were computed on (a file changed since the analysis is refused), be a regular file
+    (a symlink's target is written, and named) and be writable. Each write is atomic (a temp
+    file beside it, then os.replace) and keeps the file's mode bits."""
+    import hashlib
+    import os
 
-    written = set()
+    from reload_lint.fsutil import atomic_write_bytes
+
+    todo = []
     for path, (before, after) in fx.files(unsafe).items():
         target = Path(plan.base) / path
-        if target.read_text(encoding="utf-8") != before:
-            raise ReloadLintError(f"{path}: changed while reload-lint ran; nothing written to it")
-        atomic_write_text(target, after)
+        real = Path(os.path.realpath(target))
+        if before == "" and not os.path.lexists(target):
+            # the package's shared helper module, new
+            if not os.access(real.parent, os.W_OK):
+                raise ReloadLintError(f"{path}: its folder is read-only; nothing written")
+            todo.append((path, real, after.encode("utf-8")))
+            continue
+        try:
+            now = real.read_bytes()
+        except OSError as exc:
+            raise ReloadLintError(
+                f"{path}: cannot read it again: {exc.strerror or exc}; nothing written"
+            ) from None
+        want = before.encode("utf-8")
+        if hashlib.sha256(now).digest() != hashlib.sha256(want).digest():
+            raise ReloadLintError(f"{path}: changed while reload-lint ran; nothing written")
+        mode = real.stat().st_mode
+        if not mode & 0o222 or not os.access(real, os.W_OK) or not os.access(real.parent, os.W_OK):
+            where = f" (a symlink to {real})" if real != target.absolute() else ""
+            raise ReloadLintError(f"{path}{where}: read-only; nothing written")
+        todo.append((path, real, after.encode("utf-8")))
+    written = set()
+    for path, real, data in todo:
+        atomic_write_bytes(real, data)
         written.add(path)
     return written
 
@@ -135,16 +167,92 @@ def fixed_line(total: int, fixed: int) -> str:
     return f"Found {_plural(total, 'finding')} ({fixed} fixed, {total - fixed} remaining)."
 
 
-def diff_report(fx: FixSet | None, findings: list[Finding], unsafe: bool) -> tuple[str, int]:
+def diff_report(
+    fx: FixSet | None, findings: list[Finding], unsafe: bool, oc=None
+) -> tuple[str, int]:
     """`--diff`: the patch (for stdout or -o) and the exit code (1 when there is a patch);
-    `Would fix N findings.` goes to stderr."""
+    `Would fix N findings (M remaining, K new).` goes to stderr, the figures from a plain
+    re-audit of the patched copy (`oc`, reload_lint/fix/outcome.py)."""
     text = fx.diff(unsafe) if fx is not None else ""
-    n = len(fixed_findings(findings, fx, unsafe)) if fx is not None else 0
+    n = len(oc.fixed) if oc is not None else 0
     hidden = 0
     if not unsafe and fx is not None:
-        hidden = len(fixed_findings(findings, fx, True)) - n
+        hidden = len(fixed_findings(findings, fx, True)) - len(fixed_findings(findings, fx, False))
     note = f"Would fix {_plural(n, 'finding')}" if n else "No fixes available"
-    if hidden:
+    if oc is not None:
+        note += f" ({len(oc.remaining)} remaining, {len(oc.new)} new)"
+    if hidden > 0:
         note += f" ({_plural(hidden, 'additional fix')} available with `--unsafe-fixes`)"
     print(note + ".", file=sys.stderr)
+    if oc is not None:
+        for line in new_lines(oc):
+            print(line, file=sys.stderr)
     return text, (1 if text else 0)
+
+
+def edited_spans(fx: FixSet, unsafe: bool) -> dict[str, list[tuple[int, int, str]]]:
+    """path -> (first line, last line, target) of every fix written: a new finding's cause."""
+    out: dict[str, list[tuple[int, int, str]]] = {}
+    for e in fx.accepted:
+        if unsafe or e.applicability == SAFE:
+            out.setdefault(e.findings[0].path, []).append(
+                (e.first_line, e.last_line, e.findings[0].target)
+            )
+    return out
+
+
+def reaudit_written(args, cfg, plan, changed=None):
+    """A plain, fresh audit of the written tree: the same paths and config, no cache (a cached
+    result could hide what the write changed). Returns the gate's outcome."""
+    import argparse
+
+    from reload_lint.gate import apply_gate
+    from reload_lint.plan import run_engine
+
+    fresh = argparse.Namespace(**vars(args))
+    fresh.no_cache = True
+    result = run_engine(fresh, cfg, plan)
+    return result, apply_gate(result, cfg, plan, fresh, changed=changed)
+
+
+def reaudit_patched(args, cfg, plan, texts: dict[str, str], changed=None):
+    """`--diff`: the same plain audit, of a temporary copy with the patch written over it."""
+    from reload_lint.engine import run_check
+    from reload_lint.fix.validate import shadow_audit
+    from reload_lint.gate import apply_gate
+
+    def run(paths, top):
+        result = run_check(
+            paths, cfg, base_dir=top, use_cache=False, jobs=getattr(args, "jobs", None)
+        )
+        return apply_gate(result, cfg, plan, args, changed=changed)
+
+    return shadow_audit(plan.base, [Path(p) for p in plan.paths], texts, run)
+
+
+def mark(before: list[Finding], after: list[Finding], oc, unsafe: bool) -> None:
+    """Every finding's `fix_status`: the first run's from its remedy and the re-audit; the
+    re-audit's from the first run's finding it continues, or its cause when it is new."""
+    from reload_lint.fix.outcome import status
+
+    by_print = {}
+    for f in before:
+        f.fix_status = status(f, oc, applicable(f, unsafe))
+        by_print[f.fingerprint] = f
+        for a in f.also or []:
+            by_print.setdefault(a.get("fingerprint"), f)
+    for g in after:
+        if id(g) in oc.cause:
+            g.fix_status = f"none: new, caused by {oc.cause[id(g)]}"
+            continue
+        host = by_print.get(g.fingerprint)
+        g.fix_status = host.fix_status if host is not None else "none: no fix was computed"
+        if g.remedy is None and host is not None:
+            g.remedy = None if applicable(host, unsafe) else host.remedy
+
+
+def new_lines(oc) -> list[str]:
+    return [
+        f"reload-lint: new {g.rule} {g.path}:{g.line} `{g.target}`, caused by {oc.cause[id(g)]}"
+        for g in oc.new
+    ]

@@ -39,6 +39,15 @@ class FixSet:
     # storage reported once: fixing the reported store shows the next), (path, line, rule,
     # target) in the patched text
     revealed: list = field(default_factory=list)
+    # path -> (BOM, CRLF): the codemods work on the text without its BOM and with `\n` line
+    # ends; what is written and diffed gets both back, so no byte outside a fix changes
+    encodings: dict[str, tuple[bool, bool]] = field(default_factory=dict)
+
+    def restore(self, path: str, text: str) -> str:
+        bom, crlf = self.encodings.get(path, (False, False))
+        if crlf:
+            text = text.replace("\n", "\r\n")
+        return "\ufeff" + text if bom else text
 
     def remedy(self, f: Finding) -> Remedy | None:
         return self.remedies.get(id(f))
@@ -50,13 +59,59 @@ class FixSet:
             if unsafe or e.applicability == SAFE:
                 by_path[e.findings[0].path].append(e)
         out = {}
-        for path, edits in sorted(by_path.items()):
-            fm = self.models[path]
-            out[path] = (fm.text, apply_edits(fm, edits))
+        for path, (before, after) in patched(self.models, by_path).items():
+            out[path] = (self.restore(path, before), self.restore(path, after))
         return out
 
     def diff(self, unsafe: bool) -> str:
-        return "".join(unified(p, a, b) for p, (a, b) in self.files(unsafe).items())
+        return "".join(
+            unified(p, a, b, new_file=(a == "" and p not in self.models))
+            for p, (a, b) in self.files(unsafe).items()
+        )
+
+
+HELPERS_MODULE = "_reload_lint_helpers"
+
+
+def _package(path: str) -> str | None:
+    """The top-level package folder of `path` ("vllm" for vllm/a/b.py), None for a module
+    outside one."""
+    parts = path.split("/")
+    return parts[0] if len(parts) > 1 else None
+
+
+def patched(models: dict, by_path: dict, spans: dict | None = None) -> dict[str, tuple[str, str]]:
+    """path -> (before, after) of the files `by_path`'s edits change. A helper that edits in
+    two or more files of one package need is written once, in `<package>/_reload_lint_helpers
+    .py`, which those files import (a new file: before is "")."""
+    need: dict[str, dict[str, str]] = defaultdict(dict)  # package -> helper name -> source
+    users: dict[str, set[str]] = defaultdict(set)
+    for path, edits in by_path.items():
+        pkg = _package(path)
+        bound = models[path].module_names()
+        for e in edits:
+            for name, src in e.helpers:
+                if pkg and name not in bound:
+                    need[pkg][name] = src
+                    users[pkg].add(path)
+    shared = {pkg for pkg, us in users.items() if len(us) > 1}
+    out = {}
+    for path, edits in sorted(by_path.items()):
+        fm = models[path]
+        pkg = _package(path)
+        mod = f"{pkg}.{HELPERS_MODULE}" if pkg in shared else None
+        sp: dict | None = {} if spans is not None else None
+        out[path] = (fm.text, apply_edits(fm, edits, sp, shared=mod))
+        if spans is not None:
+            spans[path] = sp
+    for pkg in sorted(shared):
+        body = "\n\n".join(src.strip("\n") + "\n" for _, src in sorted(need[pkg].items()))
+        out[f"{pkg}/{HELPERS_MODULE}.py"] = (
+            "",
+            '"""Helpers the reload-lint fixes of this package call (written once, imported by '
+            'each fixed module)."""\n\nimport torch\n\n\n' + body,
+        )
+    return out
 
 
 def compute(findings: list[Finding], read_text, api: TreeApi, reaudit=None) -> FixSet:
@@ -70,6 +125,8 @@ def compute(findings: list[Finding], read_text, api: TreeApi, reaudit=None) -> F
         fm = fs.models.get(f.path)
         if fm is None and f.path not in fs.models:
             text = read_text(f.path)
+            if text is not None:
+                text = _plain(fs, f.path, text)
             try:
                 fm = FileModel(text) if text is not None else None
             except Exception:  # libcst cannot parse what ast could: leave it to a human
@@ -111,6 +168,19 @@ def compute(findings: list[Finding], read_text, api: TreeApi, reaudit=None) -> F
     _rebuild_sites(fs, findings)
     _fold_remedies(fs, findings)
     return fs
+
+
+def _plain(fs: FixSet, path: str, text: str) -> str:
+    """The text the codemods edit: no BOM, `\n` line ends when every line ends in `\r\n`
+    (a file mixing both is edited as it is)."""
+    bom = text.startswith("\ufeff")
+    if bom:
+        text = text[1:]
+    crlf = "\r\n" in text and text.count("\n") == text.count("\r\n")
+    if crlf:
+        text = text.replace("\r\n", "\n")
+    fs.encodings[path] = (bom, crlf)
+    return text
 
 
 def _folded(fs: FixSet, findings: list[Finding]) -> list[Finding]:
@@ -231,6 +301,11 @@ def _validate(fs: FixSet, findings: list[Finding], api: TreeApi, reaudit) -> Non
     """Re-audit the tree with every codemod applied; refuse an edit whose statements (or the
     helper it adds) are still reported, and repeat without the refused ones."""
     before = Counter(_key(f) for f in findings)
+    folded = {
+        (a.get("rule"), a.get("path"), normalize_target(a.get("target") or ""))
+        for f in findings
+        for a in f.also or []
+    }
     for _round in range(MAX_ROUNDS):
         fs.rounds += 1
         by_path: dict[str, list[StmtEdit]] = defaultdict(list)
@@ -238,12 +313,10 @@ def _validate(fs: FixSet, findings: list[Finding], api: TreeApi, reaudit) -> Non
             by_path[e.findings[0].path].append(e)
         if not by_path:
             return
-        texts, spans = {}, {}
+        spans: dict = {}
         refuse: dict[int, str] = {}
+        texts = {p: after for p, (_, after) in patched(fs.models, by_path, spans).items()}
         for path, edits in by_path.items():
-            sp: dict = {}
-            texts[path] = apply_edits(fs.models[path], edits, sp)
-            spans[path] = sp
             why = parse_error(texts[path])
             if why:
                 for e in edits:
@@ -276,6 +349,19 @@ def _validate(fs: FixSet, findings: list[Finding], api: TreeApi, reaudit) -> Non
                             f"`{g.target}` at the patched statement",
                         )
             if not refuse:
+                # a fix that makes a finding the first run did not report (itself or folded
+                # into another) is dropped, and the rest are judged again without it
+                for g in after:
+                    if before[_key(g)] or (g.rule, g.path, normalize_target(g.target)) in folded:
+                        continue
+                    e = _culprit(g, by_path, spans)
+                    if e is not None:
+                        refuse.setdefault(
+                            id(e),
+                            f"a re-audit of the patched tree reports a new {g.rule} "
+                            f"`{g.target}` ({g.path}:{g.line})",
+                        )
+            if not refuse:
                 fs.still = Counter(_key(g) for g in after)
                 fs.revealed = sorted(
                     {(g.path, g.line, g.rule, g.target) for g in after if g.path in texts}
@@ -296,6 +382,26 @@ def _validate(fs: FixSet, findings: list[Finding], api: TreeApi, reaudit) -> Non
             for f in e.findings:
                 fs.remedies[id(f)] = _refused(f, api, e, why)
         fs.accepted = keep
+
+
+def _culprit(g: Finding, by_path: dict, spans: dict) -> StmtEdit | None:
+    """The accepted edit a new finding is blamed on: the nearest edit of its file, else an
+    edit of another file storing the same attribute."""
+    edits = by_path.get(g.path)
+    if edits:
+        sp = spans[g.path]
+
+        def dist(e):
+            first, last = sp[id(e)]
+            return 0 if first <= g.line <= last else min(abs(g.line - first), abs(g.line - last))
+
+        return min(edits, key=dist)
+    attr = normalize_target(g.target).rsplit(".", 1)[-1]
+    for es in by_path.values():
+        for e in es:
+            if any(normalize_target(f.target).rsplit(".", 1)[-1] == attr for f in e.findings):
+                return e
+    return None
 
 
 def _rebuild_sites(fs: FixSet, findings: list[Finding]) -> None:
@@ -391,7 +497,7 @@ def remedies_for(findings, base: Path, roots, reaudit=None) -> FixSet:
 
     def read_text(path: str):
         try:
-            return (Path(base) / path).read_text(encoding="utf-8")
+            return (Path(base) / path).read_bytes().decode("utf-8")  # line ends as they are
         except (OSError, UnicodeDecodeError):
             return None
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+from collections import Counter
 
 import libcst as cst
 
@@ -51,7 +52,7 @@ def _stmt_rewrite(
         tail = not kept[-1].endswith("\n")
         if tail:
             kept[-1] += "\n"
-        new = [*_indented(before, lead), *kept, *_indented(after, lead)]
+        new = [*_indented(before, lead, fm.indent), *kept, *_indented(after, lead, fm.indent)]
         if tail:
             new[-1] = new[-1].rstrip("\n")
         return new
@@ -62,14 +63,23 @@ def _stmt_rewrite(
     if len(module.body) != 1 or not isinstance(module.body[0], cst.SimpleStatementLine):
         raise ValueError("the store is not one simple statement")
     out = module.visit(_Replace(code, module.config_for_parsing)).code
-    new = [lead + ln if ln.strip() else ln for ln in out.splitlines(keepends=True)]
+    new = _indented(out, lead, fm.indent)
     if not lines[-1].endswith("\n") and new:
         new[-1] = new[-1].rstrip("\n")
     return new
 
 
-def _indented(code: str, lead: str) -> list[str]:
-    return [lead + ln if ln.strip() else ln for ln in code.splitlines(keepends=True)]
+def _indented(code: str, lead: str, unit: str = "    ") -> list[str]:
+    return [lead + _unit(ln, unit) if ln.strip() else ln for ln in code.splitlines(keepends=True)]
+
+
+def _unit(line: str, unit: str) -> str:
+    """A generated line's 4-space steps in the file's own indentation unit (a tab-indented
+    file gets tabs); a line that starts otherwise (the statement's own text) is kept."""
+    if unit == "    " or not line.startswith("    "):
+        return line
+    n = len(line) - len(line.lstrip(" "))
+    return unit * (n // 4) + " " * (n % 4) + line[n:]
 
 
 def _import_line(mod: str, name: str, alias: str | None) -> str:
@@ -78,7 +88,9 @@ def _import_line(mod: str, name: str, alias: str | None) -> str:
     return f"from {mod} import {name}" + (f" as {alias}" if alias else "") + "\n"
 
 
-def apply_edits(fm: FileModel, edits: list[StmtEdit], spans: dict | None = None) -> str:
+def apply_edits(
+    fm: FileModel, edits: list[StmtEdit], spans: dict | None = None, shared: str | None = None
+) -> str:
     """The file's text with `edits` applied (the original when there are none). `spans`, when
     given, receives id(edit) -> (first, last) line of its statements in the new text, and
     "helpers" -> the lines of the added helpers."""
@@ -112,13 +124,20 @@ def apply_edits(fm: FileModel, edits: list[StmtEdit], spans: dict | None = None)
     helpers: list[str] = []
     for ed in edits:
         for name, src in ed.helpers:
-            if name not in bound and src not in helpers:
+            if name in bound:
+                continue
+            if shared:  # one module of the package holds it: import it from there
+                line = _import_line(shared, name, None)
+                if line not in imports:
+                    imports.append(line)
+            elif src not in helpers:
                 helpers.append(src)
     if helpers:
         if lines and not lines[-1].endswith("\n"):
             lines[-1] += "\n"
         for src in helpers:
-            lines.extend(("\n\n" + src.strip("\n") + "\n").splitlines(keepends=True))
+            text = "\n\n" + src.strip("\n") + "\n"
+            lines.extend(_unit(ln, fm.indent) for ln in text.splitlines(keepends=True))
     if imports:
         at = fm.import_end()
         lines[at:at] = imports
@@ -132,6 +151,71 @@ def apply_edits(fm: FileModel, edits: list[StmtEdit], spans: dict | None = None)
             shift += sizes[id(site)] - (site.last_line - site.first_line + 1)
         if helpers:
             spans["helpers"] = (len(lines) - sum(h.count("\n") for h in helpers), len(lines))
+    text = "".join(lines)
+    return drop_unused_imports(fm.text, text, spans)
+
+
+def _loads(tree: ast.Module) -> Counter:
+    used: Counter = Counter()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            used[node.id] += 1
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            used[node.value] += 1  # `__all__`, string annotations: never drop what they name
+    return used
+
+
+def drop_unused_imports(before: str, after: str, spans: dict | None = None) -> str:
+    """Remove a module-level import the fixes made unused: a name the original file used and
+    the patched one no longer does (`from functools import partial` once the `partial(...)`
+    became a lambda). Only single-line imports are edited; a name still used stays."""
+    try:
+        old, new = ast.parse(before), ast.parse(after)
+    except SyntaxError:
+        return after
+    was, now = _loads(old), _loads(new)
+    lines = after.splitlines(keepends=True)
+    gone: list[int] = []
+    for node in new.body:
+        if not isinstance(node, (ast.Import, ast.ImportFrom)) or node.lineno != node.end_lineno:
+            continue
+        names = [a for a in node.names if a.name != "*"]
+        local = {id(a): a.asname or a.name.split(".")[0] for a in names}
+        dead = [a for a in names if was[local[id(a)]] and not now[local[id(a)]]]
+        if not dead:
+            continue
+        line = lines[node.lineno - 1]
+        if "#" in line or ";" in line:
+            continue  # a comment or a second statement on the line: leave it to a human
+        keep = [a for a in names if a not in dead]
+        if not keep:
+            gone.append(node.lineno)
+            continue
+        lead = line[: len(line) - len(line.lstrip())]
+        spell = ", ".join(a.name + (f" as {a.asname}" if a.asname else "") for a in keep)
+        head = (
+            f"from {'.' * node.level}{node.module or ''} import "
+            if isinstance(node, ast.ImportFrom)
+            else "import "
+        )
+        lines[node.lineno - 1] = lead + head + spell + "\n"
+    removed: set[int] = set(gone)
+    for n in sorted(gone):
+        # the blank line after an import group that is now gone goes with it
+        nxt = n + 1
+        while nxt in removed:
+            nxt += 1
+        prev = n - 1
+        while prev in removed:
+            prev -= 1
+        blank_next = nxt <= len(lines) and not lines[nxt - 1].strip()
+        if blank_next and (prev < 1 or not lines[prev - 1].strip()):
+            removed.add(nxt)
+    for n in sorted(removed, reverse=True):
+        del lines[n - 1]
+    if spans is not None and removed:
+        for k, (a, b) in list(spans.items()):
+            spans[k] = (a - sum(r < a for r in removed), b - sum(r < b for r in removed))
     return "".join(lines)
 
 
@@ -144,12 +228,14 @@ def parse_error(text: str) -> str | None:
     return None
 
 
-def unified(path: str, before: str, after: str) -> str:
-    """`git apply`-able unified diff of one file (a/ and b/ prefixes, 3 lines of context)."""
+def unified(path: str, before: str, after: str, new_file: bool = False) -> str:
+    """`git apply`-able unified diff of one file (a/ and b/ prefixes, 3 lines of context; a
+    file the fixes create comes from /dev/null)."""
     if before == after:
         return ""
     a, b = _lines(before), _lines(after)
-    out = list(difflib.unified_diff(a, b, fromfile=f"a/{path}", tofile=f"b/{path}"))
+    src = "/dev/null" if new_file else f"a/{path}"
+    out = list(difflib.unified_diff(a, b, fromfile=src, tofile=f"b/{path}"))
     return "".join(out)
 
 

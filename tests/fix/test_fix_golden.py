@@ -7,6 +7,7 @@ exactly what `--fix` writes."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 
 import pytest
@@ -29,16 +30,27 @@ def test_fix_writes_the_golden_file(name, tmp_path, monkeypatch, capsys):
     want = (CASES / name / "after.py").read_text()
     assert (proj / "pkg" / "m.py").read_text() == want
     fixed = [f for f in before if f.get("remedy", {}).get("patch")]
-    assert f"({len(fixed)} fixed, {len(before) - len(fixed)} remaining)" in out
+    # the summary's figures are a plain re-audit's of the written tree
+    after = _report(capsys)
+    m = re.search(r"\((\d+) fixed, (\d+) remaining, (\d+) new\)", out)
+    assert m, out
+    n_fixed, n_left, n_new = map(int, m.groups())
+    now = {f["fingerprint"] for f in after}
+    gone = [f for f in before if not ({f["fingerprint"]} | _folded(f)) & now]
+    assert (n_fixed, n_left + n_new) == (len(gone), len(after))
+    assert n_new == 0 or code == 1  # a fix that makes a finding fails the run
     # idempotent: the second application changes nothing
     code, out, _err = run(capsys, "check", "pkg", "--no-cache", "--fix", "--unsafe-fixes")
     assert (proj / "pkg" / "m.py").read_text() == want
     assert "(0 fixed," in out
     # the re-audit reports no store a direct codemod fixed (RL108's patch is at the rebuild
     # site; the analysis still lists the lazy store, and its remedy says so)
-    after = _report(capsys)
     direct = {(f["rule"], f["target"]) for f in fixed if f["rule"] != "RL108"}
     assert not direct & {(f["rule"], f["target"]) for f in after}
+
+
+def _folded(f: dict) -> set[str]:
+    return {a["fingerprint"] for a in f.get("also") or [] if a.get("fingerprint")}
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -83,7 +95,7 @@ def test_safe_only_without_unsafe_fixes(tmp_path, monkeypatch, capsys):
     assert (proj / "pkg" / "m.py").read_text() == (
         CASES / "rl105_keep_object" / "before.py"
     ).read_text()
-    assert "(0 fixed, 1 remaining)" in out
+    assert "(0 fixed, 1 remaining, 0 new)" in out
     assert (
         "No fixes available (1 hidden fix can be enabled with the `--unsafe-fixes` option)." in out
     )
@@ -93,7 +105,7 @@ def test_safe_only_without_unsafe_fixes(tmp_path, monkeypatch, capsys):
     code, out, _ = run(capsys, "check", "pkg", "--no-cache", "--show-fixes")
     assert "[*] 1 fixable with the `--fix` option." in out
     code, out, _ = run(capsys, "check", "pkg", "--no-cache", "--fix")
-    assert "(1 fixed, 0 remaining)" in out and code == 0
+    assert "(1 fixed, 0 remaining, 0 new)" in out and code == 0
 
 
 def test_fix_refused_when_still_reported(tmp_path, monkeypatch, capsys):
@@ -126,7 +138,7 @@ def test_fix_refused_when_it_would_not_parse(tmp_path, monkeypatch, capsys):
     assert "does not parse" in f["remedy"]["refused"]
     code, out, _ = run(capsys, "check", "pkg", "--no-cache", "--fix", "--unsafe-fixes")
     assert (proj / "pkg" / "m.py").read_text() == (CASES / "rl102_keep" / "before.py").read_text()
-    assert "(0 fixed, 1 remaining)" in out
+    assert "(0 fixed, 1 remaining, 0 new)" in out
 
 
 def test_fix_refuses_release_sources(capsys, monkeypatch, tmp_path):

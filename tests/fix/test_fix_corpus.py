@@ -1,0 +1,47 @@
+"""The fix corpus (tests/fix/corpus/, not derived from vLLM files): each case's findings end
+as its manifest says once `check --fix --unsafe-fixes` has run and a plain re-audit judged it."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from _fix_util import run
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+CORPUS = Path(__file__).parent / "corpus"
+MANIFEST = tomllib.loads((CORPUS / "manifest.toml").read_text())
+
+
+def test_every_case_is_in_the_manifest():
+    assert {p.stem for p in CORPUS.glob("*.py")} == set(MANIFEST)
+
+
+@pytest.mark.parametrize("name", sorted(MANIFEST))
+def test_corpus_case(name, tmp_path, monkeypatch, capsys):
+    expect = MANIFEST[name]["expect"]
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    shutil.copy2(CORPUS / f"{name}.py", pkg / "m.py")
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run(capsys, "check", "pkg", "--no-cache", "--show-fixes", "--format", "json")
+    before = json.loads(out)["findings"]
+    if expect == "clean":
+        assert before == [], before
+        return
+    assert before, f"{name}: the case must have a finding"
+    if expect in ("refused", "none"):
+        for f in before:
+            assert (f.get("fix_status") or "").startswith(expect + ": "), f
+        return
+    code, out, err = run(capsys, "check", "pkg", "--no-cache", "--fix", "--unsafe-fixes")
+    m = re.search(r"\((\d+) fixed, (\d+) remaining, (\d+) new\)", out)
+    assert m and m.groups() == (str(len(before)), "0", "0"), out + err
