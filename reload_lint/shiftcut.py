@@ -64,6 +64,7 @@ _TEXTS = (
     "guard",
     "masked",
     "fix",
+    "fix_status",
     "suppressed",
 )
 _STEPS = ("trace", "via")

@@ -10,7 +10,11 @@ Path B ("layerwise", when path A fails anywhere): a vLLM fp8 ``ReplicatedLinear`
 post-loaded by hand, the watch collected, vLLM's layerwise reload with new weights (as the
 confirmation runner does, confirm/reload.py), and the report.
 
-Writes ``$OUT/watch_gpu.json`` (or ./watch_gpu.json) and prints which path ran. Run with vLLM
+Writes ``$OUT/watch_gpu[-TAG].json`` (or ./...; ``TAG`` from ``$WATCH_TAG``) and prints which
+path ran. ``$WATCH_QUANT`` picks the quantization (default ``fp8``); with
+``VLLM_TEST_FORCE_FP8_MARLIN=1`` the fp8 linears run the Marlin kernel, whose post-load
+``layer.workspace`` (marlin_utils_fp8.py) moves on every reload: the known escape. The whole engine
+needs stage 4 (scripts/prepare_engine_stage.sh). Run with vLLM
 0.25.1 importable (docs: /work/shared/gpu/README.md):
     bash .gpu/stage2/install.sh && PYTHONPATH=/tmp/site:/tmp/vroot:$PWD python3 scripts/watch_gpu.py
 """
@@ -48,7 +52,13 @@ logging.getLogger("reload_lint.watch").setLevel(logging.INFO)
 
 def write() -> None:
     RESULT["watch_log"] = LOG.lines
-    path = os.path.join(OUT, "watch_gpu.json")
+    tag = os.environ.get("WATCH_TAG")
+    RESULT["tag"] = tag
+    RESULT["env"] = {
+        k: os.environ.get(k)
+        for k in ("WATCH_QUANT", "VLLM_TEST_FORCE_FP8_MARLIN", "RELOAD_LINT_WATCH")
+    }
+    path = os.path.join(OUT, f"watch_gpu-{tag}.json" if tag else "watch_gpu.json")
     with open(path, "w", encoding="utf-8") as fh:
         json.dump(RESULT, fh, indent=2, default=str)
     print(f"wrote {path}")
@@ -132,7 +142,7 @@ def engine() -> dict:
         model=folder,
         tokenizer=None,
         skip_tokenizer_init=True,
-        quantization="fp8",
+        quantization=os.environ.get("WATCH_QUANT", "fp8"),
         enforce_eager=False,
         max_model_len=256,
         gpu_memory_utilization=0.3,
