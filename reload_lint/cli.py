@@ -17,7 +17,13 @@ from reload_lint.exitcodes import EXIT_ERROR
 
 class _Parser(argparse.ArgumentParser):
     """argparse, but a usage error is one line on stderr (exit 2), like every whole-run
-    error; the full usage is one `--help` away."""
+    error; the full usage is one `--help` away. No prefix matching (`allow_abbrev=False`,
+    here for the parser and every subparser, which argparse builds with this class): a
+    mistyped `--base` must not be taken as `--baseline`."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs["allow_abbrev"] = False
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str):
         self.exit(EXIT_ERROR, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")

@@ -215,7 +215,9 @@ class Analyzer(
         return (V.UNK,)
 
     def _entry_env(self, f: dict, selfv: tuple) -> dict:
-        """Environment of an entry point: `self` as given, layer-like parameters typed."""
+        """Environment of an entry point: `self` as given, layer-like parameters typed. A
+        post-load root's first parameter after `self` is the layer vLLM passes, whatever it
+        is called (`def process_weights_after_loading(self, l)`)."""
         params = list(f["params"])
         env: dict = {}
         if selfv and params:
@@ -223,6 +225,9 @@ class Analyzer(
         ann = dict(f["annotations"])
         for p in params:
             env[p] = self._param_value(p, ann)
+        if selfv and params and f.get("name") in self.root_names:
+            if not dict(f["annotations"]).get(params[0], "").startswith("type:"):
+                env[params[0]] = (AV(V.MODULE, src=params[0]),)
         return env
 
     def run_root(self, mod: str, qn: str, f: dict) -> None:

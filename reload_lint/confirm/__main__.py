@@ -10,7 +10,7 @@ def main(argv: list[str] | None = None) -> int:
     from reload_lint.confirm.command import add_arguments, run
     from reload_lint.errors import ReloadLintError
 
-    p = argparse.ArgumentParser(prog="reload-lint confirm")
+    p = argparse.ArgumentParser(prog="reload-lint confirm", allow_abbrev=False)
     add_arguments(p)
     args = p.parse_args(argv)
     try:

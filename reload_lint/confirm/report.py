@@ -369,7 +369,7 @@ def records_section(records: list[dict]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m reload_lint.confirm.report")
+    p = argparse.ArgumentParser(prog="python -m reload_lint.confirm.report", allow_abbrev=False)
     p.add_argument("findings")
     p.add_argument("evidence")
     p.add_argument("-o", "--output")

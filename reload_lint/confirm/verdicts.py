@@ -352,7 +352,7 @@ def _clusters(rows: list[dict]) -> None:
 def main(argv: list[str] | None = None) -> int:
     from reload_lint.confirm.evidence import write_evidence
 
-    p = argparse.ArgumentParser(prog="python -m reload_lint.confirm.verdicts")
+    p = argparse.ArgumentParser(prog="python -m reload_lint.confirm.verdicts", allow_abbrev=False)
     p.add_argument("findings", help="the findings JSON the sweep ran on")
     p.add_argument("evidence", help="the evidence JSON (schema 1.0-1.2)")
     p.add_argument("-o", "--output", required=True, help="the 1.3 evidence JSON to write")

@@ -26,8 +26,9 @@ class ExprLowering:
     # ---- expressions -----------------------------------------------------------------
     def string(self, node) -> tuple:
         """A str/bytes constant: its value, or, for an implicit concatenation, the values of
-        its literals joined (bytes fail to join, as they always did)."""
-        if self._one_token(node):
+        its literals joined; bytes (`b"GGUF" b"\x00"`) are already joined by the parser (a
+        bytes literal cannot meet a str or an f-string), so their value is the node's."""
+        if type(node.value) is bytes or self._one_token(node):
             return ("k", "str", node.value)
         return self.fstring(node)
 
@@ -59,7 +60,7 @@ class ExprLowering:
                     nxt += 1
         if nxt != len(fields):
             raise ValueError("f-string fields do not match the parsed expressions")
-        if all(p[0] == "k" and p[2] is not None for p in parts):
+        if all(p[0] == "k" and type(p[2]) is str for p in parts):
             return ("k", "str", "".join(p[2] for p in parts))
         return ("f", tuple(parts))
 

@@ -77,6 +77,32 @@ def test_bad_jobs_is_a_usage_error(proj, capsys, jobs):
     assert "--jobs/-j" in err
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("check", "--base", "vllm==0.25.1", "pkg"),
+        ("check", "--basel", "b.json", "pkg"),
+        ("check", "--vll", "0.25.1", "pkg"),
+        ("cache", "clean", "--kin", "index"),
+    ],
+)
+def test_an_abbreviated_or_mistyped_flag_is_a_usage_error(proj, capsys, argv):
+    # no argparse prefix matching: `--base` is not `--baseline`, `--vll` is not `--vllm`
+    code, out, err = _run(capsys, *argv)
+    assert code == 2 and out == "" and len(err.splitlines()) == 1
+
+
+def test_every_parser_refuses_abbreviations():
+    parser = build_parser()
+    todo = [parser]
+    while todo:
+        p = todo.pop()
+        assert p.allow_abbrev is False, p.prog
+        for a in p._actions:
+            if isinstance(a, argparse._SubParsersAction):
+                todo.extend(a.choices.values())
+
+
 def test_unknown_contract_lists_auto(proj, capsys):
     code, _, err = _run(capsys, "check", "--contract", "layerwise", "pkg")
     assert code == 2 and "auto, vllm-layerwise, inplace-only" in err

@@ -223,6 +223,72 @@ def test_grammar_generated_modules_never_crash():
     run()
 
 
+# Literal forms on purpose, not by chance (issue 26: `b"GGUF" b"\\x00"` made its file RL906):
+# implicit concatenations of str/bytes/raw/u pieces, f-strings with conversions and nested
+# format specs, parenthesised over lines, and the other constants.
+_STR_PIECE = st.sampled_from(
+    [
+        '"a"',
+        "'b'",
+        'u"c"',
+        'r"\\d"',
+        'R"e"',
+        '""',
+        'f"{x}"',
+        'f"{x!r:>{w}}"',
+        'f"{x:{w}.{p}f}"',
+        "f'{f\"{x:{w}}\"!s}'",
+        'fr"{x}\\n"',
+        'f""',
+        '"\\x00"',
+    ]
+)
+_BYTES_PIECE = st.sampled_from(['b"GGUF"', 'b"\\x00"', "rb'\\d'", 'Br"x"', 'b""', "B'y'"])
+_OTHER = st.sampled_from(
+    [
+        "2j",
+        "1.5e300",
+        "...",
+        "10**400",
+        "0x" + "f" * 60,
+        "0b1_0",
+        "None",
+        "123456789012345678901234567890123456789",
+    ]
+)
+
+
+def _concat(pieces, parens):
+    if parens:
+        return "(" + "\n     ".join(pieces) + ")"
+    return " ".join(pieces)
+
+
+LITERAL = st.one_of(
+    st.builds(_concat, st.lists(_STR_PIECE, min_size=1, max_size=4), st.booleans()),
+    st.builds(_concat, st.lists(_BYTES_PIECE, min_size=1, max_size=4), st.booleans()),
+    _OTHER,
+)
+
+
+@settings(max_examples=EXAMPLES, **FUZZ_SETTINGS)
+@given(lits=st.lists(LITERAL, min_size=1, max_size=4))
+def test_literal_forms_never_lose_the_file(lits):
+    STATS["literal modules"] += 1
+    body = "".join(
+        f"        layer.a{i} = {lit}\n        setattr(layer, {lit}, 1)\n"
+        for i, lit in enumerate(lits)
+    )
+    kern = (
+        "import torch\n\nV = " + lits[0] + "\n\nclass K:\n"
+        "    def process_weights_after_loading(self, layer):\n        x = w = p = 1\n"
+        + body
+        + "        layer.x = torch.empty(1)\n"
+    )
+    _, errors = analyse(kern)
+    assert not [e for e in errors if e.code == "RL906"], kern
+
+
 # The tags of the record's expression and statement language (index/extract.py). A lambda or
 # comprehension parameter, a free name or a keyword argument spelled like one is stored as a
 # bare string inside a tuple, and a walker that matches tags without the node's shape mistakes
