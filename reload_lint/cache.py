@@ -135,6 +135,11 @@ def _extract_job(args):
     except RecursionError:  # the tree parsed, but is too deep for the lowering
         return ("err", "RL906", 0, "file too deeply nested to analyse")
     except Exception as exc:  # becomes a per-file diagnostic
+        if os.environ.get("RELOAD_LINT_DEBUG"):  # --debug: the traceback of the internal error
+            import traceback
+
+            print(f"reload-lint: RL906 in module {module}:", file=sys.stderr)
+            traceback.print_exc(file=sys.stderr)
         return ("err", "RL906", 0, f"could not analyse file: {type(exc).__name__}: {exc}")
 
 

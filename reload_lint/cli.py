@@ -8,6 +8,7 @@ fails the gate).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from reload_lint import __version__
@@ -323,6 +324,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return EXIT_ERROR
     debug = getattr(args, "debug", False)
+    if debug:  # read by the per-file extraction, which may run in worker processes
+        os.environ["RELOAD_LINT_DEBUG"] = "1"
     try:
         from reload_lint import commands
 
