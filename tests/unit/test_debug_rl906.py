@@ -1,5 +1,7 @@
 """`--debug` prints the traceback of an RL906 internal error (docs/cli.md), not only its line."""
 
+import os
+
 from reload_lint import cache, cli
 from reload_lint.index import extract
 
@@ -24,7 +26,8 @@ def test_debug_flag_reaches_the_extraction(monkeypatch, tmp_path, capsys):
     monkeypatch.delenv("RELOAD_LINT_DEBUG", raising=False)
     (tmp_path / "m.py").write_text("x = 1\n")
     monkeypatch.chdir(tmp_path)
-    cli.main(["check", "--no-cache", "--debug", "m.py"])
-    import os
-
-    assert os.environ.get("RELOAD_LINT_DEBUG") == "1"
+    try:
+        cli.main(["check", "--no-cache", "--debug", "m.py"])
+        assert os.environ.get("RELOAD_LINT_DEBUG") == "1"
+    finally:  # cli.main sets it for the whole process: take it back for the tests after this
+        os.environ.pop("RELOAD_LINT_DEBUG", None)
