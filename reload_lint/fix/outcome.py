@@ -37,10 +37,11 @@ class Outcome:
     left: dict[int, list[str]] = field(default_factory=dict)  # id(partial) -> folded still there
 
     def summary(self, total: int) -> str:
-        noun = "finding" if total == 1 else "findings"
+        from reload_lint.fix.command import _plural
+
         return (
-            f"Found {total} {noun} ({len(self.fixed)} fixed, {len(self.remaining)} remaining, "
-            f"{len(self.new)} new)."
+            f"Found {_plural(total, 'finding')} ({len(self.fixed)} fixed, "
+            f"{len(self.remaining)} remaining, {len(self.new)} new)."
         )
 
 

@@ -168,15 +168,20 @@ def _finding_key(f: dict) -> tuple[str, str]:
     return cls, target.rsplit(".", 1)[-1]
 
 
-def graph_liveness_oracle() -> str:
-    """Whether this torch's ``torch.cuda.graph`` takes ``check_input_liveness`` (a second
-    oracle beside the census: torch itself checks that captured inputs are still alive)."""
+def _has_liveness_check() -> bool:
+    """Whether this torch's ``torch.cuda.graph`` takes ``check_input_liveness``."""
     graph = getattr(getattr(torch, "cuda", None), "graph", None)
     try:
         params = inspect.signature(graph).parameters if graph is not None else {}
     except (TypeError, ValueError):
         params = {}
-    if "check_input_liveness" in params:
+    return "check_input_liveness" in params
+
+
+def graph_liveness_oracle() -> str:
+    """Whether this torch's ``torch.cuda.graph`` takes ``check_input_liveness`` (a second
+    oracle beside the census: torch itself checks that captured inputs are still alive)."""
+    if _has_liveness_check():
         return "torch.cuda.graph(check_input_liveness=True) available"
     return f"torch {torch.__version__}: torch.cuda.graph has no check_input_liveness"
 
@@ -184,7 +189,7 @@ def graph_liveness_oracle() -> str:
 def graph_kwargs() -> dict:
     """Keyword arguments to add to ``torch.cuda.graph(...)`` for torch's own liveness check:
     ``{"check_input_liveness": True}`` where this torch takes it, else ``{}``."""
-    return {"check_input_liveness": True} if "available" in graph_liveness_oracle() else {}
+    return {"check_input_liveness": True} if _has_liveness_check() else {}
 
 
 class StorageWatch:
@@ -208,7 +213,7 @@ class StorageWatch:
         self.dispatch: DispatchRecorder | None = None
         self._warned: set[str] = set()
         self.oracle = graph_liveness_oracle()
-        if "no check_input_liveness" in self.oracle and not _SAID[0]:
+        if not _has_liveness_check() and not _SAID[0]:
             _SAID[0] = True
             log.info("%s; the census is the only oracle", self.oracle)
 
