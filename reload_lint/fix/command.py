@@ -20,6 +20,7 @@ from reload_lint.errors import ReloadLintError
 from reload_lint.findings import Finding
 from reload_lint.fix import FIX_DIFF
 from reload_lint.fix.model import SAFE
+from reload_lint.fix.outcome import _plural
 
 if TYPE_CHECKING:  # fix.engine imports libcst: only a run that computes fixes loads it
     from reload_lint.fix.engine import FixSet
@@ -140,10 +141,6 @@ def fixed_findings(findings: list[Finding], fx: FixSet, unsafe: bool) -> list[Fi
         for f in findings
         if applicable(f, unsafe) and all(e.path in edited for e in f.remedy.edits)
     ]
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}{'' if n == 1 else 'es' if word.endswith('x') else 's'}"
 
 
 def hint_line(findings: list[Finding], unsafe: bool) -> str | None:

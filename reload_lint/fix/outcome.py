@@ -18,6 +18,11 @@ from dataclasses import dataclass, field
 
 from reload_lint.findings import Finding
 
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 'es' if word.endswith('x') else 's'}"
+
+
 # Why a first-forward lazy allocation has no codemod at its own store (docs/rules/RL108.md)
 RL108_NONE = (
     "no codemod at a first-forward lazy allocation: the rebuilt object starts empty, so a "
@@ -37,8 +42,6 @@ class Outcome:
     left: dict[int, list[str]] = field(default_factory=dict)  # id(partial) -> folded still there
 
     def summary(self, total: int) -> str:
-        from reload_lint.fix.command import _plural
-
         return (
             f"Found {_plural(total, 'finding')} ({len(self.fixed)} fixed, "
             f"{len(self.remaining)} remaining, {len(self.new)} new)."
