@@ -74,6 +74,15 @@ def _add_common_check_args(p: argparse.ArgumentParser, paths: bool = True) -> No
     )
     p.add_argument("--sglang", metavar="VERSION", help="audit a released SGLang's sources")
     p.add_argument(
+        "--base",
+        action="append",
+        default=[],
+        metavar="SPEC",
+        help="audit against this dependency tree: vllm==X, sglang==X (downloaded once) or a "
+        "folder; its classes, helpers and reload contract are known, its own findings are not "
+        "reported; repeatable; adds to `base` in config (docs/plugins.md)",
+    )
+    p.add_argument(
         "--config", metavar="FILE", help="pyproject.toml to read [tool.reload-lint] from"
     )
     p.add_argument(

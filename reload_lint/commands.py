@@ -11,7 +11,13 @@ from reload_lint.errors import ReloadLintError
 from reload_lint.exitcodes import EXIT_CLEAN, EXIT_FINDINGS, EXIT_INCOMPLETE
 from reload_lint.findings import FileError
 from reload_lint.gate import apply_gate, config_dir, exit_code, gate_notes, render_report
-from reload_lint.plan import effective_config, nothing_analysed, plan_targets, run_engine
+from reload_lint.plan import (
+    base_notes,
+    effective_config,
+    nothing_analysed,
+    plan_targets,
+    run_engine,
+)
 
 
 def write_output(text: str, output: str | None) -> None:
@@ -87,6 +93,7 @@ def cmd_check(args) -> int:
     write_output(text, args.output)
     for note in [
         *nothing_analysed(plan, cfg, result),
+        *base_notes(plan, result),
         *gate_notes(out, args.strict_baseline, args.show_suppressed),
     ]:
         print(note, file=sys.stderr)
@@ -345,8 +352,15 @@ def cmd_explain(args) -> int:
     for a in answers:
         if a["path"] in shadowed:
             a["note"] = f"not analysed: `{shadowed[a['path']]}` has the same module name"
+    contract = getattr(result, "contract", None)
     if args.fmt == "json":
-        write_output(json.dumps({"explain": answers}, indent=2) + "\n", None)
+        doc = {"explain": answers}
+        if contract and contract[1]:
+            doc["contract"] = {"name": contract[0], "decided_by": contract[1]}
+        write_output(json.dumps(doc, indent=2) + "\n", None)
     else:
-        write_output(explain.render_text(answers), None)
+        text = explain.render_text(answers)
+        if contract and contract[1]:
+            text += f"contract: {contract[0]}, decided by: {contract[1]}\n"
+        write_output(text, None)
     return EXIT_CLEAN

@@ -24,7 +24,7 @@ class ConfigError(ReloadLintError):
 
 # `contract` values: "auto" and the contracts of analysis/contracts.py (kept here, not imported,
 # so parsing arguments stays cheap; a test checks the two agree).
-CONTRACT_CHOICES = ("auto", "vllm-layerwise", "inplace-only")
+CONTRACT_CHOICES = ("auto", "vllm-layerwise", "inplace-only", "vllm-load-weights")
 DEFAULT_ROOT_NAMES = ("process_weights_after_loading",)
 DEFAULT_APPLY_NAMES = (
     "apply",
@@ -69,6 +69,7 @@ class Config:
     preserving_helpers: list[str] = field(default_factory=list)
     per_path: list[PerPath] = field(default_factory=list)
     allowlists: list[str] = field(default_factory=list)
+    base: list[str] = field(default_factory=list)  # `--base` specs (bases.py)
     baseline: str | None = None
     strict: bool = False  # a finding without a reader found fails too (see docs/gate.md)
     source: str | None = None  # the file it came from, for messages
@@ -140,6 +141,7 @@ _LIST_KEYS = {
     "extra-apply-names",
     "preserving-helpers",
     "allowlists",
+    "base",
 }
 _STR_KEYS = {"contract", "baseline"}
 _BOOL_KEYS = {"strict"}

@@ -17,6 +17,7 @@ from pathlib import Path
 from reload_lint import cache as cachemod
 from reload_lint.analysis import reloadfacts
 from reload_lint.analysis.contracts import CONTRACT_NAMES, make_contract
+from reload_lint.bases import is_base_path
 from reload_lint.config import Config, path_matches
 from reload_lint.discover import SourceFile, discover
 from reload_lint.errors import ReloadLintError
@@ -41,6 +42,11 @@ class RunResult:
     shadowed: dict = field(default_factory=dict)
     # `reload-lint explain`: what the analysis decided on the asked-for lines (explain.py)
     explain: dict | None = None
+    # the run's contract and what decided it (choose_contract), the `--base` trees indexed,
+    # and the engine classes the audited package subclasses that no tree indexed defines
+    contract: tuple[str, str] = ("vllm-layerwise", "")
+    bases: tuple = ()
+    unresolved: tuple[str, ...] = ()
 
 
 def _module_name(rel_parts: tuple[str, ...], pkg_dirs: set[tuple[str, ...]]) -> tuple[str, bool]:
@@ -79,41 +85,120 @@ _ENGINE_IMPORT = re.compile(rb"^[ \t]*(?:from|import)[ \t]+(vllm|sglang)\b", re.
 _PWAL = "process_weights_after_loading"
 
 
-def auto_contract(files: Iterable[SourceFile]) -> str:
-    """A release tree's own contract; for an out-of-tree package (docs/contracts.md,
-    "Choosing a contract"): `inplace-only` when it imports SGLang and not vLLM, or when its
-    own code re-runs post-load on live modules (a call to `process_weights_after_loading`
-    outside a method of that name: nothing copies back after it); else `vllm-layerwise`,
-    with the reload facts of the newest vLLM release (analysis/reloadfacts.py)."""
+def auto_contract(files: Iterable[SourceFile], bases=()) -> str:
+    """The contract `choose_contract` picks (its name only)."""
+    return choose_contract(files, bases)[0]
+
+
+_LAYERWISE_CALLS = (b"initialize_layerwise_reload", b"finalize_layerwise_reload")
+
+
+def choose_contract(files: Iterable[SourceFile], bases=()) -> tuple[str, str]:
+    """(contract, what decided it) for `contract = "auto"` (docs/contracts.md, "Choosing a
+    contract"). A release tree: its own. An out-of-tree package, in order:
+
+    - its own weight update calls vLLM's `initialize_layerwise_reload` /
+      `finalize_layerwise_reload`: `vllm-layerwise` (of the base release when one is given);
+    - it imports SGLang and not vLLM: `inplace-only`;
+    - its own code re-runs post-load on live modules (a loop over `model.modules()` that calls
+      `process_weights_after_loading`, outside a replacement of vLLM's first-load driver):
+      `inplace-only`, nothing copies back after it;
+    - a `--base` vLLM: `vllm-layerwise` when the release has `model_loader/reload/`, else
+      `vllm-load-weights` (an update is `model.load_weights` and never re-runs post-load);
+    - else `vllm-layerwise` with the newest release's reload facts.
+    """
     files = list(files)
     top = detect_codebase(files)
     if top is not None:
-        return "inplace-only" if top == "sglang" else "vllm-layerwise"
+        if top == "sglang":
+            return "inplace-only", f"the audited tree is SGLang's (`{top}/` at its top)"
+        return "vllm-layerwise", f"the audited tree is vLLM's (`{top}/` at its top)"
     engines: set[bytes] = set()
-    reruns = False
+    reruns = layerwise = None
     for sf in files:
         data = read_regular(sf.path)
         if data is None:  # not a regular file: the record store reports it (RL903)
             continue
         engines.update(_ENGINE_IMPORT.findall(data))
-        if not reruns and _PWAL.encode() + b"(" in data:
-            reruns = _reruns_post_load(data)
-    if engines == {b"sglang"} or reruns:
-        return "inplace-only"
-    return "vllm-layerwise"
+        if layerwise is None and any(c + b"(" in data for c in _LAYERWISE_CALLS):
+            line = _call_line(data, _LAYERWISE_CALLS)
+            if line:
+                layerwise = f"{sf.rel}:{line}"
+        if reruns is None and _PWAL.encode() + b"(" in data:
+            line = _reruns_post_load(data)
+            if line:
+                reruns = f"{sf.rel}:{line}"
+    vllm_base = next((b for b in bases if b.package == "vllm"), None)
+    sglang_base = next((b for b in bases if b.package == "sglang"), None)
+    if layerwise is not None:
+        of = f" of {vllm_base.label}" if vllm_base is not None else ""
+        return (
+            "vllm-layerwise",
+            f"the package's weight update runs vLLM's layerwise reload{of} ({layerwise})",
+        )
+    if (engines == {b"sglang"} and vllm_base is None) or (sglang_base and vllm_base is None):
+        return "inplace-only", "the package runs on SGLang (imports SGLang, not vLLM)"
+    if reruns is not None:
+        return (
+            "inplace-only",
+            f"the package's own code re-runs post-load on live modules ({reruns}): nothing "
+            "copies back after it",
+        )
+    if vllm_base is not None:
+        if vllm_base.has_reload_package():
+            return (
+                "vllm-layerwise",
+                f"base {vllm_base.label} has the layerwise reload "
+                "(vllm/model_executor/model_loader/reload/)",
+            )
+        return (
+            "vllm-load-weights",
+            f"base {vllm_base.label} has no vllm/model_executor/model_loader/reload/: an "
+            "update is `model.load_weights`, which copies into the registered parameters and "
+            "never re-runs post-load",
+        )
+    return "vllm-layerwise", "default for a vLLM package (the newest release's reload facts)"
 
 
-def _reruns_post_load(data: bytes) -> bool:
-    """Whether the file drives post-load itself: a loop over a model's modules
-    (`.modules()`, `.named_modules()`, `.children()`) that calls `process_weights_after_loading`
-    (a package's own update path re-running post-load on live parameters; a post-load that
-    delegates to a kernel's post-load is not one)."""
+def _call_line(data: bytes, names) -> int | None:
+    """The first line calling one of `names` (a call, not an import or a definition)."""
+    for i, line in enumerate(data.splitlines(), 1):
+        s = line.strip()
+        if s.startswith((b"#", b"from ", b"import ", b"def ")):
+            continue
+        if any(n + b"(" in s for n in names):
+            return i
+    return None
+
+
+def _reruns_post_load(data: bytes) -> int | None:
+    """The line of a loop by which the file drives post-load itself: a loop over a model's
+    modules (`.modules()`, `.named_modules()`, `.children()`) that calls
+    `process_weights_after_loading` (a package's own update path re-running post-load on
+    live parameters). Not one: a post-load that delegates to a kernel's post-load, and a
+    replacement of vLLM's first-load driver (a function named `*process_weights_after_loading`
+    or assigned over `<module>.process_weights_after_loading`), which runs once after the
+    first load as the function it replaces does."""
     try:
         tree = ast.parse(data)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return False
+        return None
+    drivers = {
+        node.value.id
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign)
+        and isinstance(node.value, ast.Name)
+        and any(isinstance(t, ast.Attribute) and t.attr == _PWAL for t in node.targets)
+    }
+    skip: set[int] = set()
+    for fn in ast.walk(tree):
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and (
+            fn.name.endswith(_PWAL) or fn.name in drivers
+        ):
+            if not any(isinstance(a, ast.Name) and a.id == "self" for a in fn.args.args[:1]):
+                skip.update(id(n) for n in ast.walk(fn))
     for loop in ast.walk(tree):
-        if not isinstance(loop, (ast.For, ast.AsyncFor)):
+        if not isinstance(loop, (ast.For, ast.AsyncFor)) or id(loop) in skip:
             continue
         it = loop.iter
         if not (
@@ -128,8 +213,8 @@ def _reruns_post_load(data: bytes) -> bool:
                 and isinstance(node.func, ast.Attribute)
                 and node.func.attr == _PWAL
             ):
-                return True
-    return False
+                return loop.lineno
+    return None
 
 
 def run_check(paths, cfg: Config, **kw) -> RunResult:
@@ -160,26 +245,36 @@ def _run_check(
     jobs: int | None = None,
     only_paths: set[str] | None = None,
     explain: set[tuple[str, int]] | None = None,
+    bases=(),
 ) -> RunResult:
     base_dir = Path(base_dir)
     files, errors = discover([Path(p) for p in paths], base_dir, cfg)
-    pkg_dirs = {tuple(sf.rel.split("/")[:-1]) for sf in files if sf.rel.endswith("/__init__.py")}
+    # library context (`--base`, bases.py): indexed, never a root, never reported
+    lib = _base_files(bases)
+    pkg_dirs = {
+        tuple(sf.rel.split("/")[:-1]) for sf in [*files, *lib] if sf.rel.endswith("/__init__.py")
+    }
     by_module: dict[str, SourceFile] = {}
-    for sf in files:
+    for sf in [*files, *lib]:  # the audited package's own module wins (a fork and its base)
         name, is_pkg = _module_name(tuple(sf.rel.split("/")), pkg_dirs)
         sf.module, sf.is_package = name, is_pkg
         by_module.setdefault(name, sf)
-    views = _root_views(files, by_module)
+    own = {id(sf) for sf in files}
+    views = _root_views(files, {m: sf for m, sf in by_module.items() if id(sf) in own})
+    for _, view in views:
+        for sf in lib:
+            view.setdefault(sf.module, sf)
 
     contract_name = cfg.contract
+    contract_why = "configured (`contract` in [tool.reload-lint] or `--contract`)"
     if contract_name == "auto":
-        contract_name = auto_contract(files)
+        contract_name, contract_why = choose_contract(files, bases)
     if contract_name not in CONTRACT_NAMES:
         raise ReloadLintError(
             f"unknown reload contract `{contract_name}` (known: {', '.join(CONTRACT_NAMES)})"
         )
-    # what the tree's own reload code does (a vLLM tree: read from it; else the newest)
-    facts = reloadfacts.detect(files)
+    # what the tree's own reload code does (a vLLM tree or base: read from it; else the newest)
+    facts = reloadfacts.detect([*files, *lib])
     contracts = {n: make_contract(n, cfg.preserving_helpers, facts) for n in CONTRACT_NAMES}
     # checked up front: contract_for runs inside the analysis, which survives odd statements
     for pp in cfg.per_path:
@@ -200,7 +295,7 @@ def _run_check(
     progress = Progress()
     n_discover = len(errors)
     store = cachemod.RecordStore(
-        files,
+        [*files, *lib],
         cfg,
         use_cache=use_cache,
         cache_dir=cache_dir,
@@ -217,7 +312,10 @@ def _run_check(
         # not the named files: the analysis is the same whichever files pre-commit names (it
         # reports a subset of it), so a directory run and every set of staged files share
         # their results; the named files' own parse errors are added below
-        key_parts = (_config_key(cfg), f"{contract_name}\x1f{facts.key()}")
+        key_parts = (
+            _config_key(cfg),
+            f"{contract_name}\x1f{facts.key()}\x1f{','.join(b.prefix for b in bases)}",
+        )
         run_key = store.run_key(*key_parts)
         cached = store.get_result(run_key)
         if cached is None:
@@ -247,6 +345,7 @@ def _run_check(
             progress,
             reads,
             explain=(explain, explained) if explain is not None else None,
+            inherit=bool(bases),
         )
         store_errors = errors[n_discover:]
         suppressions = _suppressions(store, files)
@@ -257,7 +356,11 @@ def _run_check(
         store_errors = [*store_errors, *_named_errors(store, files, only_paths, store_errors)]
     store.save()
     progress.close()
-    errors = [e for e in [*errors[:n_discover], *store_errors] if cfg.rule_enabled(e.path, e.rule)]
+    errors = [
+        e
+        for e in [*errors[:n_discover], *store_errors]
+        if cfg.rule_enabled(e.path, e.rule) and not is_base_path(e.path)
+    ]
     if only_paths is not None:
         # pre-commit's named files: the findings located in them, and those whose trace passes
         # through them (a helper, constructor or oracle edited), each with its `via` steps
@@ -284,7 +387,46 @@ def _run_check(
             if view[sf.module] is not sf
         },
         explain=explained,
+        contract=(contract_name, contract_why),
+        bases=tuple(bases),
+        unresolved=_unresolved(store, files, lib),
     )
+
+
+def _base_files(bases) -> list[SourceFile]:
+    """The files of the `--base` trees, each path under its base's prefix (bases.py)."""
+    from reload_lint.config import Config as _Plain
+
+    out: list[SourceFile] = []
+    for b in bases:
+        found, _ = discover(list(b.paths), b.root, _Plain())
+        for sf in found:
+            sf.rel = f"{b.prefix}/{sf.rel}"
+            out.append(sf)
+    return out
+
+
+def _unresolved(store, files, lib) -> tuple[str, ...]:
+    """Engine classes (imported from `vllm...` / `sglang...`) that audited classes subclass
+    and that no indexed tree defines: what the analysis could not see (the unresolved note).
+    Only for an out-of-tree package: a release tree defines its own."""
+    from reload_lint.bases import engine_imports
+
+    if detect_codebase(files) is not None:
+        return ()
+    have = {sf.module.partition(".")[0] for sf in [*files, *lib]}
+    out: set[str] = set()
+    for sf in files:
+        names = (store.facts(sf) or _NO_FACTS)[3]
+        if not names:
+            continue
+        text = store.text_of(sf.rel) or ""
+        imported = engine_imports(text)
+        for n in names:
+            mod = imported.get(n)
+            if mod is not None and mod.partition(".")[0] not in have:
+                out.add(n)
+    return tuple(sorted(out))
 
 
 def config_scopes(cfg: Config) -> tuple:
@@ -314,8 +456,12 @@ def _named_errors(store, files, only_paths: set[str], have: list[FileError]) -> 
     return [e for e in store.errors[n:] if (e.path, e.rule, e.line, e.message) not in known]
 
 
-def _analyse(store, files, views, cfg, roots, contract_for, progress, reads=None, explain=None):
-    """Index + analysis (a whole-run cache miss): findings selected, sorted, fingerprinted."""
+def _analyse(
+    store, files, views, cfg, roots, contract_for, progress, reads=None, explain=None, inherit=False
+):
+    """Index + analysis (a whole-run cache miss): findings selected, sorted, fingerprinted.
+    `inherit` (a run with `--base`): the audited classes are looked at for post-load roots
+    they inherit from a base's class (Analyzer.inherited_roots)."""
     from reload_lint.analysis.interp import Analyzer
     from reload_lint.index.project import ProjectIndex
 
@@ -324,9 +470,16 @@ def _analyse(store, files, views, cfg, roots, contract_for, progress, reads=None
     # with the seeds, in parallel, rather than one by one on demand
     seen = set(map(id, seeds))
     caches = [sf for sf in files if (store.facts(sf) or _NO_FACTS)[2] and id(sf) not in seen]
-    progress.start("parsing", len(seeds) + len(caches))
+    seen.update(map(id, caches))
+    # classes that may inherit a base's post-load (simple base names found by the text scan)
+    heirs = (
+        [sf for sf in files if (store.facts(sf) or _NO_FACTS)[3] and id(sf) not in seen]
+        if inherit
+        else []
+    )
+    progress.start("parsing", len(seeds) + len(caches) + len(heirs))
     # a cold run keeps its worker pool for the batches of subclass modules (prefetch_batch)
-    store.prefetch(seeds + caches, keep_pool=True)
+    store.prefetch(seeds + caches + heirs, keep_pool=True)
 
     found: dict[tuple, Finding] = {}
     try:
@@ -349,6 +502,12 @@ def _analyse(store, files, views, cfg, roots, contract_for, progress, reads=None
             seed_modules = sorted(sf.module for sf in seeds if id(sf) in in_view)
             for m in seed_modules:
                 index.record(m)
+            if inherit:
+                analyzer.heir_modules = sorted(
+                    sf.module
+                    for sf in view_files
+                    if (store.facts(sf) or _NO_FACTS)[3] and view.get(sf.module) is sf
+                )
             analyzer.cache_modules = sorted(
                 sf.module
                 for sf in view_files
@@ -377,7 +536,8 @@ def _analyse(store, files, views, cfg, roots, contract_for, progress, reads=None
                     store.errors.append(e)
     finally:
         store.close()
-    findings = list(found.values())
+    # a base's own code is context: its findings are its release's, not the package's
+    findings = [f for f in found.values() if not is_base_path(f.path)]
 
     findings = [f for f in findings if cfg.rule_enabled(f.path, f.rule)]
     findings.sort(key=Finding.sort_key)

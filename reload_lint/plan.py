@@ -76,6 +76,7 @@ class Plan:
     # resolve as in a full run); only findings under these base-relative folders or files
     # are reported
     narrow: tuple[str, ...] | None = None
+    bases: tuple = ()  # `--base` / `base = [...]` trees (bases.py)
 
     def in_scope(self, relpath: str) -> bool:
         if self.narrow is not None and not under(relpath, self.narrow):
@@ -128,6 +129,19 @@ def plan_targets(args, cfg: Config) -> Plan:
     """Files passed by name (all of PATHS are files) get pre-commit semantics: the engine
     indexes the whole project (cwd, with the config's include/exclude) so helpers and
     constructors resolve, but reports only those files; config excludes apply to them."""
+    import dataclasses
+
+    plan = _plan_targets(args, cfg)
+    specs = [*cfg.base, *(getattr(args, "base", None) or [])]
+    if specs:
+        from reload_lint.bases import resolve_all
+
+        where = Path(cfg.source).parent if cfg.source else Path.cwd()
+        plan = dataclasses.replace(plan, bases=resolve_all(specs, where))
+    return plan
+
+
+def _plan_targets(args, cfg: Config) -> Plan:
     paths, base = resolve_targets(args)
     if getattr(args, "vllm", None) or getattr(args, "sglang", None):
         pkg = "vllm" if args.vllm else "sglang"
@@ -159,6 +173,7 @@ def run_engine(args, cfg: Config, plan: Plan | None = None):
         jobs=getattr(args, "jobs", None),
         only_paths=plan.only_paths,
         explain=getattr(args, "explain", None),
+        bases=plan.bases,
     )
     rows = [e for e in unanalysed_rows(plan, result) if cfg.rule_enabled(e.path, e.rule)]
     if rows:
@@ -207,3 +222,38 @@ def nothing_analysed(plan: Plan, cfg: Config, result) -> list[str]:
         if cfg.exclude or cfg.include:
             why += " (after `include`/`exclude` in [tool.reload-lint])"
     return [f"reload-lint: nothing analysed: {why}"]
+
+
+def base_notes(plan: Plan, result) -> list[str]:
+    """stderr lines about library context (docs/plugins.md): the bases indexed and the
+    contract they decided; or, with none given, the engine classes the package subclasses
+    that nothing indexed defines, with the base to pass."""
+    bases = getattr(result, "bases", None) or plan.bases
+    contract = getattr(result, "contract", None)
+    out = []
+    if bases:
+        for b in bases:
+            out.append(f"reload-lint: base {b.label} ({b.root}): library context, not reported")
+    unresolved = getattr(result, "unresolved", ())
+    if unresolved:
+        from reload_lint.bases import suggest
+
+        shown = ", ".join(unresolved[:6]) + (", ..." if len(unresolved) > 6 else "")
+        texts = []
+        if getattr(result, "texts", None) is not None and result.files_scanned < 5000:
+            texts = [(rel, result.texts.get(rel, "")) for rel in sorted(result.analysed)]
+        hint = suggest(plan.paths, texts)
+        how = (
+            f"pass `--base {hint[0]}` (named by {hint[1]})"
+            if hint
+            else "pass `--base vllm==VERSION` (the release the package runs on)"
+        )
+        n = len(unresolved)
+        out.append(
+            f"reload-lint: note: {n} engine class{'es' if n != 1 else ''} the package "
+            f"subclasses {'are' if n != 1 else 'is'} not in the audited tree ({shown}): "
+            f"their post-load, registrations and readers are guessed; {how}"
+        )
+    if contract and contract[1] and (bases or unresolved):
+        out.append(f"reload-lint: contract {contract[0]}: {contract[1]}")
+    return out

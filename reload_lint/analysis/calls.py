@@ -102,6 +102,7 @@ class CallMixin:
                     f"`.{meth}()` on `{self.render(func[1])}` (assumed a tensor)",
                     "medium" if held else "low",
                     src=held[0].src if held else "",
+                    value=None if held else "derived",
                 )
                 if meth in T.CAST_METHODS and (held or func[1][0] == "a"):
                     # a dtype cast of an attribute: stored back under the same name it is
@@ -142,7 +143,7 @@ class CallMixin:
             # tensor, as for any unknown callee fed tensors
             src = next((s for s in map(_derived_src, map(C.spread, args)) if s), "")
             what = f"unknown callee `{self.render(func)}` assumed to return a new tensor"
-            return self._fresh(fr, line, what, "low", src)
+            return self._fresh(fr, line, what, "low", src, value=None if src else "derived")
         return out or (V.UNK,)
 
     def method_special(self, fr: Frame, recv, meth, func, args_e, kwargs_e, e):
@@ -376,7 +377,12 @@ class CallMixin:
             for a in args:
                 src = src or _derived_src(C.spread(a))
             return self._fresh(
-                fr, line, f"unknown callee `{q}` assumed to return a new tensor", "low", src
+                fr,
+                line,
+                f"unknown callee `{q}` assumed to return a new tensor",
+                "low",
+                src,
+                value=None if src else "derived",
             )
         return (V.UNK,)
 

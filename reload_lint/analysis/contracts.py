@@ -27,7 +27,20 @@ from reload_lint.analysis.reloadfacts import NEWEST, ReloadFacts
 from reload_lint.analysis.values import AV
 from reload_lint.index.deps import calls_in
 
-CONTRACT_NAMES = ("vllm-layerwise", "inplace-only")
+CONTRACT_NAMES = ("vllm-layerwise", "inplace-only", "vllm-load-weights")
+# vLLM before `model_loader/reload/`: an update is `model.load_weights`, which writes the
+# checkpoint into the registered parameters (in place, through their weight loaders) and never
+# re-runs post-load. Nothing post-load stored moves; what a post-load derived once goes stale.
+LOAD_WEIGHTS = "vllm-load-weights"
+ONCE_STALE_WHY = (
+    "derived once after loading{src}: an update (`model.load_weights`) refreshes the loaded "
+    "tensors in place and never re-runs post-load, so the copy keeps the first load's values"
+)
+
+
+def once_stale_why(src: str) -> str:
+    return ONCE_STALE_WHY.format(src=f" from `{src}`" if src else "")
+
 
 # SGLang 0.5.23's copy-or-rebind helpers: each copies into the existing storage when shape and
 # dtype match and binds new storage only when they do not (the first post-load, when the
@@ -53,6 +66,7 @@ SGLANG_PRESERVING = (
 
 BUILTIN_PRESERVING: dict[str, tuple[str, ...]] = {
     "vllm-layerwise": (),
+    LOAD_WEIGHTS: (),
     "inplace-only": SGLANG_PRESERVING,
 }
 
@@ -93,9 +107,11 @@ RESET_FLAGS: dict[str, tuple[tuple[str, str], ...]] = {
         ),
     ),
     "inplace-only": (),
+    LOAD_WEIGHTS: (),
 }
 RESET_HOOKS: dict[str, tuple[str, ...]] = {
     "vllm-layerwise": (),
+    LOAD_WEIGHTS: (),
     # SGLang calls quant_method.restore_weights_before_loading(module) before every update
     # (srt/model_loader/loader.py:1092-1100)
     "inplace-only": ("restore_weights_before_loading",),
@@ -201,6 +217,8 @@ class Contract:
             if not v.src:
                 return None
             v = AV(V.VIEW, conf=v.conf, trace=v.trace, src=v.src)
+        if self.name == LOAD_WEIGHTS:
+            return _judge_once(owner, attr, v, buffers, holder_src)
         k = v.kind
         if owner == "data":
             if k == V.VIEW and v.value == "slice" and not inplace:
@@ -340,6 +358,9 @@ class Contract:
         `persistent=` (None when not a literal)."""
         if v.value == "empty" or V.no_device_storage(v) or idempotent_cast(v, name):
             return None
+        if self.name == LOAD_WEIGHTS:
+            # a buffer no checkpoint holds: `load_weights` never writes it
+            return "RL201" if _derived_copy(v) else None
         if self.name != "inplace-only" and not deferred:
             if persistent is False and _stale_derived(v, self):
                 # copy-back skips it: the registered storage keeps the first load's values
@@ -361,6 +382,50 @@ class Contract:
 
 
 STALE_WHY = "derived from `{src}`; the reload's copy-back skips non-persistent buffers"
+
+
+def _derived_copy(v: AV) -> bool:
+    """A new tensor computed from a loaded one (transposed, requantised, `.contiguous()`,
+    arithmetic): not a view, not a dtype cast of itself, not a fresh workspace."""
+    if v.kind == V.FRESH and v.value == "derived":
+        return True  # computed by a tensor method from a tensor of unknown provenance
+    return v.kind in (V.FRESH, V.PARAM) and bool(v.src) and v.value not in ("alias", "empty")
+
+
+def _judge_once(owner: str, attr: str, v: AV, buffers: set[str], holder_src: str):
+    """A store under `vllm-load-weights`: post-load ran once, after the first load, and every
+    update writes the checkpoint into the registered parameters in place. Nothing moves; a
+    copy derived from a loaded tensor and kept under a name no checkpoint loads goes stale,
+    and a `.data` swap to another shape makes the next load fail (the loader copies the
+    checkpoint's shape into it)."""
+    k = v.kind
+    if owner == "data":
+        if k == V.FRESH and shapes.shape_changing(v, holder_src):
+            return (
+                "RL106",
+                "shape-changing `.data =` swap: the next `load_weights` copies the checkpoint's "
+                "shape into it and fails",
+            )
+        return None
+    if k == V.CONTAINER:
+        if any(_derived_copy(c) for c in v.items):
+            return (
+                "RL201",
+                once_stale_why(next(c.src for c in v.items if _derived_copy(c))),
+            )
+        return None
+    if k == V.CALLABLE:
+        cap = [c for _, group in v.items for c in group if _derived_copy(c)]
+        if cap:
+            return ("RL201", once_stale_why(cap[0].src))
+        return None
+    if owner == "module" and (attr in buffers or k == V.PARAM):
+        # a registered name: a checkpoint tensor the next load writes again (a Parameter
+        # replaced by a derived one keeps the name; what its loader does is the load's)
+        return None
+    if _derived_copy(v) and v.value != "cast":
+        return ("RL201", once_stale_why(v.src))
+    return None
 
 
 def _stale_derived(v: AV, contract: Contract) -> bool:

@@ -45,9 +45,14 @@ class ExprMixin:
             return f'f"{body}"'
         return "<expr>"
 
-    def _fresh(self, fr: Frame, st_or_line, note: str, conf: str = "high", src: str = "") -> tuple:
+    def _fresh(
+        self, fr: Frame, st_or_line, note: str, conf: str = "high", src: str = "", value=None
+    ) -> tuple:
+        """A new tensor; `value="derived"`: computed from tensors of unknown provenance (not
+        allocated), which only the `vllm-load-weights` contract tells apart (a derived copy)."""
         line = st_or_line if isinstance(st_or_line, int) else st_or_line[1]
-        return (AV(V.FRESH, conf=conf, trace=(TraceStep(fr.path, line, note),), src=src),)
+        tr = (TraceStep(fr.path, line, note),)
+        return (AV(V.FRESH, conf=conf, trace=tr, src=src, value=value),)
 
     def eval(self, fr: Frame, e, stmt=None) -> tuple:
         k = e[0]
@@ -567,7 +572,13 @@ class ExprMixin:
                             V.FRESH,
                             conf=conf,
                             src=src,
-                            value="cast" if cast else None,
+                            # of a tensor of unknown provenance (a helper the index cannot
+                            # read returned it): still computed from an input, not allocated
+                            value="cast"
+                            if cast
+                            else (
+                                "derived" if b.kind == V.UNKNOWN or b.value == "derived" else None
+                            ),
                             trace=tr
                             + (TraceStep(fr.path, line, f"`.{name}()` returns a new tensor"),),
                         ),

@@ -153,10 +153,13 @@ class Analyzer(
         for mod in modules:
             for qn, f in self.index.view(mod, "roots", names) or ():
                 roots.append((mod, qn, f))
+        heirs = self.inherited_roots(names)
         # make the registries see every root file before judging
         self._registered = None
         for mod, qn, f in roots:
             self._guarded(mod, qn, f, self.run_root, mod, qn, f)
+        for mod, qn, f, cls_key in heirs:
+            self._guarded(mod, qn, f, self.run_root, mod, qn, f, cls_key)
         # roots that read an object field (what an object built after loading holds) before
         # the root that builds the object ran: run them once more, with fresh summaries
         again = [r for r in roots if (r[0], r[1]) in self.field_dirty]
@@ -194,10 +197,41 @@ class Analyzer(
         self.finalize_confidence()
         return list(self.findings.values())
 
-    def _self_value(self, mod: str, f: dict, construct: bool = False) -> tuple:
+    def inherited_roots(self, names) -> list[tuple]:
+        """Post-load roots a class of the audited package inherits from a `--base` tree's
+        class without overriding them: (base module, qualname, function, subclass key). The
+        base's root runs with `self` the subclass, so the subclass's overrides of the methods
+        it calls are what runs (`heir_modules`: the audited modules declaring classes, set by
+        the engine only when a base is indexed)."""
+        from reload_lint.bases import is_base_path
+
+        out = []
+        for mod in getattr(self, "heir_modules", ()):
+            rec = self.index.record(mod)
+            if rec is None:
+                continue
+            for cname in sorted(rec["classes"]):
+                key = f"{mod}:{cname}"
+                crec = self.index.class_record(key)
+                if crec is None:
+                    continue
+                for name in names:
+                    if name in crec["methods"]:
+                        continue
+                    hit = self.index.lookup_method(key, name)
+                    if hit is None or not is_base_path(self.index.path_of(hit[0])):
+                        continue
+                    f = self.index.function(*hit)
+                    if f is not None and f["cls"]:
+                        out.append((hit[0], hit[1], f, key))
+        return out
+
+    def _self_value(
+        self, mod: str, f: dict, construct: bool = False, cls_key: str | None = None
+    ) -> tuple:
         if not f["cls"]:
             return ()
-        key = f"{mod}:{f['cls']}"
+        key = cls_key or f"{mod}:{f['cls']}"
         if "classmethod" in f["decos"]:
             return (AV(V.CLS, cls=key),)
         if "staticmethod" in f["decos"]:
@@ -230,21 +264,25 @@ class Analyzer(
                 env[params[0]] = (AV(V.MODULE, src=params[0]),)
         return env
 
-    def run_root(self, mod: str, qn: str, f: dict) -> None:
+    def run_root(self, mod: str, qn: str, f: dict, heir: str | None = None) -> None:
+        """One post-load root; `heir`: the class (of the audited package) that inherits it
+        from a base, whose object `self` is."""
         path = self.index.path_of(mod)
-        state = RootState(
-            root=qn, cls_key=f"{mod}:{f['cls']}" if f["cls"] else None, entry=(mod, qn)
-        )
-        env = self._entry_env(f, self._self_value(mod, f))
+        cls_key = heir or (f"{mod}:{f['cls']}" if f["cls"] else None)
+        state = RootState(root=qn, cls_key=cls_key, entry=(mod, qn))
+        env = self._entry_env(f, self._self_value(mod, f, cls_key=heir))
+        step = f"post-load root {qn}"
+        if heir:
+            step += f", inherited by {heir.partition(':')[2]} ({heir.partition(':')[0]})"
         frame = Frame(
             module=mod,
             path=path,
             func=f,
             env=env,
-            cls_key=f"{mod}:{f['cls']}" if f["cls"] else None,
+            cls_key=cls_key,
             constructing=0,
             mode="post",
-            chain=(TraceStep(path, f["line"], f"post-load root {qn}"),),
+            chain=(TraceStep(path, f["line"], step),),
             root=state,
             stack=((path, mod, qn),),
         )

@@ -7,6 +7,7 @@ from dataclasses import replace
 
 from reload_lint.analysis import shapes as S
 from reload_lint.analysis import values as V
+from reload_lint.analysis.contracts import LOAD_WEIGHTS
 from reload_lint.analysis.externals import VIEW_FACT
 from reload_lint.analysis.frame import (
     Frame,
@@ -315,6 +316,9 @@ class StoreMixin:
                 fr.mode in ("lazy", "apply") and st[0] == "assign" and (st[6] or _fills(st, mutate))
             ):
                 if r.kind not in (V.OBJ, V.MODULE):
+                    continue
+                if fr.mode == "lazy" and self.contract_for(fr.path).name == LOAD_WEIGHTS:
+                    # nothing is rebuilt or deleted on an update: first-forward state stays
                     continue
                 for v in vals:
                     if fr.mode == "lazy" and _kept(v) is not None and v.kind != V.REG:

@@ -106,6 +106,8 @@ def message(rule: str, target: str, v: AV, why: str, inplace: bool) -> str:
         if v.kind == V.PARAM:
             return f"{t} is bound to a new Parameter, not the one the weight loader writes"
         return f"{t} registers new buffer storage by assigning to a buffer name"
+    if rule == "RL201" and "never re-runs post-load" in why:
+        return f"{t} is {why}"
     if rule == "RL201" and "non-persistent" in why:
         return f"{t} is a non-persistent buffer {why}, so it keeps the first load's values"
     if rule == "RL201":
@@ -194,6 +196,12 @@ def fix_for(
         return (
             f"{REUSE}: keep the object that owns `{target}` across reloads, or "
             f"{_keep(name, inplace)}"
+        )
+    if rule == "RL201" and "never re-runs post-load" in why:
+        return (
+            f"{COPY}: derive `{name}` again after every update (the package's weight-update "
+            "path re-runs this post-load step, or copies the new derivation into it with "
+            f"`.copy_(...)`), or compute it from `{src or 'the loaded tensor'}` in the forward"
         )
     if rule == "RL201" and "behind a test of the copy itself" in why:
         return (

@@ -63,7 +63,12 @@ def attach(args, cfg, plan, findings: list[Finding]) -> FixSet | None:
         # no cache: the copy lives in a fresh temporary folder, and what a run keeps is keyed
         # by where it ran, so each re-audit would leave a pack behind
         return run_check(
-            paths, cfg, base_dir=top, use_cache=False, jobs=getattr(args, "jobs", None)
+            paths,
+            cfg,
+            base_dir=top,
+            use_cache=False,
+            jobs=getattr(args, "jobs", None),
+            bases=plan.bases,
         ).findings
 
     roots = [Path(p) for p in plan.paths]
@@ -220,7 +225,12 @@ def reaudit_patched(args, cfg, plan, texts: dict[str, str], changed=None):
 
     def run(paths, top):
         result = run_check(
-            paths, cfg, base_dir=top, use_cache=False, jobs=getattr(args, "jobs", None)
+            paths,
+            cfg,
+            base_dir=top,
+            use_cache=False,
+            jobs=getattr(args, "jobs", None),
+            bases=plan.bases,
         )
         return apply_gate(result, cfg, plan, args, changed=changed)
 

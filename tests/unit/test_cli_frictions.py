@@ -80,14 +80,14 @@ def test_bad_jobs_is_a_usage_error(proj, capsys, jobs):
 @pytest.mark.parametrize(
     "argv",
     [
-        ("check", "--base", "vllm==0.25.1", "pkg"),
+        ("check", "--bas", "vllm==0.25.1", "pkg"),
         ("check", "--basel", "b.json", "pkg"),
         ("check", "--vll", "0.25.1", "pkg"),
         ("cache", "clean", "--kin", "index"),
     ],
 )
 def test_an_abbreviated_or_mistyped_flag_is_a_usage_error(proj, capsys, argv):
-    # no argparse prefix matching: `--base` is not `--baseline`, `--vll` is not `--vllm`
+    # no argparse prefix matching: `--bas` is neither `--base` nor `--baseline`, `--vll` is not `--vllm`
     code, out, err = _run(capsys, *argv)
     assert code == 2 and out == "" and len(err.splitlines()) == 1
 

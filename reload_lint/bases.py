@@ -1,0 +1,191 @@
+"""Library context: the dependency trees a package is audited against (`--base SPEC`).
+
+A plugin's quant methods subclass vLLM's, its layers are vLLM's, its parameters come from
+vLLM's `create_weights`, and its weight update runs vLLM's reload. `--base vllm==X` (or
+`sglang==X`, or a path) indexes that tree next to the audited paths: its classes, helpers
+and reload code are known to the analysis, its roots are not run on their own, and findings
+are reported only in the audited paths (engine.py). The release is downloaded once, like
+`--vllm` (sources.py); its files go into the project's record pack, so a second audit reads
+them from the cache.
+
+Inputs: the specs (CLI `--base`, config `base = [...]`). Outputs: `Base` records the engine
+indexes, and `suggest` (what base an audited package names: its metadata's `Requires-Dist`,
+a `vllm_version_is("X")` gate), used by the unresolved-base note (`unresolved_note`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from reload_lint.errors import ReloadLintError
+
+ENGINES = ("vllm", "sglang")
+_SPEC = re.compile(r"^(vllm|sglang)\s*==\s*([0-9][0-9A-Za-z.+_-]*)$")
+# the prefix of a base file's path: never a package folder, never a path a user audits
+PREFIX = "@base"
+
+
+@dataclass(frozen=True)
+class Base:
+    spec: str  # as given
+    root: Path  # the folder whose entries are top-level packages (`vllm/`)
+    paths: tuple[Path, ...]  # what is indexed
+    prefix: str  # base files' paths start with this (`@base/vllm-0.33.0`)
+    package: str | None = None  # "vllm" / "sglang" when the tree holds one at its top
+    version: str | None = None
+
+    @property
+    def label(self) -> str:
+        if self.package and self.version:
+            return f"{self.package}=={self.version}"
+        return self.spec
+
+    def has_reload_package(self) -> bool:
+        """Whether the base vLLM has the layerwise reload (`model_loader/reload/`)."""
+        return (self.root / "vllm/model_executor/model_loader/reload/layerwise.py").is_file()
+
+
+def is_base_path(rel: str) -> bool:
+    return rel.startswith(PREFIX + "/")
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^0-9A-Za-z._+-]+", "-", text).strip("-") or "base"
+
+
+def resolve(spec: str, cwd: Path | None = None) -> Base:
+    """A `--base` spec as a tree to index; a release is fetched once (sources.py)."""
+    spec = spec.strip()
+    m = _SPEC.match(spec)
+    if m:
+        from reload_lint.sources import release_sources
+
+        pkg, version = m.group(1), m.group(2).split("+", 1)[0]
+        root = release_sources(pkg, version)
+        return Base(
+            spec,
+            root,
+            (root / pkg,),
+            f"{PREFIX}/{pkg}-{version}",
+            package=pkg,
+            version=version,
+        )
+    if "==" in spec or re.match(r"^[A-Za-z][\w-]*\s*[<>=!~]", spec):
+        raise ReloadLintError(
+            f"--base {spec}: give `vllm==VERSION`, `sglang==VERSION` or a folder "
+            "(one exact release: a range cannot say which tree to read)"
+        )
+    p = Path(spec).expanduser()
+    if not p.is_absolute() and cwd is not None:
+        p = cwd / p
+    if not p.is_dir():
+        raise ReloadLintError(f"--base {spec}: no such folder (or give vllm==VERSION)")
+    p = p.resolve()
+    if (p / "__init__.py").is_file():  # a package folder: its parent holds the top level
+        root, paths = p.parent, (p,)
+        tops = [p.name]
+    else:
+        root, paths = p, (p,)
+        tops = [c.name for c in sorted(p.iterdir()) if (c / "__init__.py").is_file()]
+    package = next((t for t in tops if t in ENGINES), None)
+    version = _tree_version(root, package) if package else None
+    return Base(spec, root, paths, f"{PREFIX}/{_slug(p.name)}", package=package, version=version)
+
+
+def _tree_version(root: Path, package: str) -> str | None:
+    for name in ("version.py", "_version.py"):
+        f = root / package / name
+        try:
+            text = f.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        m = re.search(
+            r"""(?:__version__|version)\s*(?::\s*str\s*)?=\s*['"]([0-9][^'"]*)['"]""", text
+        )
+        if m:
+            return m.group(1)
+    return None
+
+
+def resolve_all(specs, cwd: Path | None = None) -> tuple[Base, ...]:
+    out: list[Base] = []
+    seen: set[str] = set()
+    for spec in specs:
+        b = resolve(spec, cwd)
+        if b.prefix in seen:
+            continue
+        seen.add(b.prefix)
+        out.append(b)
+    return tuple(out)
+
+
+# --------------------------------------------------------------------- what a package names
+_REQ = re.compile(r"^Requires-Dist:\s*(vllm|sglang)\s*(?:\[[^\]]*\])?\s*==\s*([0-9][\w.+-]*)", re.M)
+_PYPROJECT_REQ = re.compile(r"""['"](vllm|sglang)\s*(?:\[[^\]]*\])?\s*==\s*([0-9][\w.+-]*)['"]""")
+_GATE = re.compile(r"""\bvllm_version_is\(\s*['"]([0-9][\w.+-]*)['"]\s*\)""")
+
+
+def suggest(paths, texts) -> tuple[str, str] | None:
+    """(spec, where it comes from) for the base an audited package names, or None.
+
+    In order: a `Requires-Dist: vllm==X` in a `*.dist-info/METADATA` beside the audited
+    folders (an unzipped wheel), a `"vllm==X"` in a `pyproject.toml` at or above them, and
+    the version most often tested by a `vllm_version_is("X")` gate in the audited texts."""
+    for p in paths:
+        p = Path(p).resolve()
+        for d in [p, *list(p.parents)[:3]]:
+            if not d.is_dir():
+                continue
+            for meta in sorted(d.glob("*.dist-info/METADATA")):
+                try:
+                    text = meta.read_text(encoding="utf-8", errors="replace")
+                except OSError:
+                    continue
+                m = _REQ.search(text)
+                if m:
+                    return f"{m.group(1)}=={m.group(2).split('+', 1)[0]}", f"{meta}"
+            pp = d / "pyproject.toml"
+            if pp.is_file():
+                try:
+                    text = pp.read_text(encoding="utf-8", errors="replace")
+                except OSError:
+                    continue
+                m = _PYPROJECT_REQ.search(text)
+                if m:
+                    return f"{m.group(1)}=={m.group(2).split('+', 1)[0]}", f"{pp}"
+    gates: Counter = Counter()
+    where: dict[str, str] = {}
+    for rel, text in texts:
+        if "vllm_version_is" not in text:
+            continue
+        for m in _GATE.finditer(text):
+            gates[m.group(1)] += 1
+            where.setdefault(m.group(1), f"{rel}:{text.count(chr(10), 0, m.start()) + 1}")
+    if gates:
+        version = max(sorted(gates), key=lambda v: gates[v])
+        return f"vllm=={version}", f'`vllm_version_is("{version}")` gate, {where[version]}'
+    return None
+
+
+_IMPORT = re.compile(
+    r"^[ \t]*from[ \t]+((?:vllm|sglang)(?:\.[\w.]+)?)[ \t]+import[ \t]+(\([^)]*\)|[^\n#]+)", re.M
+)
+
+
+def engine_imports(text: str) -> dict[str, str]:
+    """{name: module} for `from vllm... import name` / `from sglang... import name`."""
+    out: dict[str, str] = {}
+    for m in _IMPORT.finditer(text):
+        body = m.group(2).strip().strip("()")
+        for part in body.split(","):
+            part = part.strip()
+            if not part:
+                continue
+            name, _, alias = part.partition(" as ")
+            name = (alias or name).strip()
+            if name.isidentifier():
+                out[name] = m.group(1)
+    return out
