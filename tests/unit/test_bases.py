@@ -1,0 +1,240 @@
+"""`--base SPEC`: a package audited against the tree it runs on (issue 26; docs/plugins.md).
+
+Each tree here is written the way a plugin is: a vLLM-like base (a kernel class whose
+post-load calls an overridable method, a first-load driver, with or without the layerwise
+reload package) and a plugin package next to it.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from reload_lint import bases
+from reload_lint.config import Config
+from reload_lint.engine import choose_contract, run_check
+from reload_lint.errors import ReloadLintError
+from tests.unit._cli_util import run_cli
+
+BASE_KERNEL = """
+import torch
+
+
+class BaseKernel:
+    def process_weights_after_loading(self, layer):
+        self._prepare(layer)
+        # the base's own escape: the base release's finding, never the plugin's
+        self.base_ws = torch.empty(8, device=layer.weight.device)
+
+    def _prepare(self, layer):
+        pass
+
+    def apply_weights(self, layer, x):
+        return x @ layer.weight + self.base_ws
+"""
+
+PLUGIN = """
+import torch
+
+from vllm.kernels.base import BaseKernel
+
+
+class MyKernel(BaseKernel):
+    def _prepare(self, layer):
+        self.scratch = torch.empty(64, device=layer.weight.device)
+
+    def apply_weights(self, layer, x):
+        return super().apply_weights(layer, x) + self.scratch[:1]
+"""
+
+ONCE = """
+import torch
+
+from vllm.kernels.base import BaseKernel
+
+
+class OnceMethod(BaseKernel):
+    def process_weights_after_loading(self, layer):
+        # derived once from a loaded weight: stale after `model.load_weights`
+        self.w_t = layer.weight.t().contiguous()
+        # a workspace no load writes: nothing to refresh
+        self.ws = torch.empty(1024, device=layer.weight.device)
+
+    def apply_weights(self, layer, x):
+        return x @ self.w_t + self.ws[:1]
+"""
+
+
+def _write(root: Path, files: dict[str, str]) -> None:
+    for rel, text in files.items():
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(textwrap.dedent(text), encoding="utf-8")
+
+
+def _base_tree(root: Path, layerwise: bool) -> Path:
+    files = {
+        "vllm/__init__.py": "",
+        "vllm/kernels/__init__.py": "",
+        "vllm/kernels/base.py": BASE_KERNEL,
+    }
+    if layerwise:
+        files["vllm/model_executor/__init__.py"] = ""
+        files["vllm/model_executor/model_loader/__init__.py"] = ""
+        files["vllm/model_executor/model_loader/reload/__init__.py"] = ""
+        files["vllm/model_executor/model_loader/reload/layerwise.py"] = (
+            "def initialize_layerwise_reload(model):\n    pass\n"
+        )
+    _write(root, files)
+    return root
+
+
+@pytest.fixture
+def proj(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("RELOAD_LINT_CACHE", str(tmp_path / ".cache"))
+    _write(tmp_path, {"plugin/__init__.py": "", "plugin/kernel.py": PLUGIN})
+    return tmp_path
+
+
+def _run(proj: Path, *base_specs: str, paths=("plugin",)):
+    specs = bases.resolve_all(base_specs, proj)
+    return run_check(list(paths), Config(), base_dir=proj, use_cache=False, bases=specs)
+
+
+def test_subclass_escape_is_reported_only_with_the_base(proj):
+    _base_tree(proj / "vllm-src", layerwise=True)
+    alone = _run(proj)
+    assert alone.findings == []
+    assert alone.unresolved == ("BaseKernel",)
+    got = _run(proj, "vllm-src")
+    assert [(f.path, f.target) for f in got.findings] == [("plugin/kernel.py", "self.scratch")]
+    f = got.findings[0]
+    assert any("inherited by MyKernel" in s.note for s in f.trace)
+    assert f.reader is not None and "plugin/kernel.py" in f.reader
+    # the base's own escape (self.base_ws) is its release's, not reported here
+    assert all(not bases.is_base_path(x.path) for x in got.findings)
+    assert got.unresolved == ()
+    assert got.contract[0] == "vllm-layerwise" and "layerwise reload" in got.contract[1]
+
+
+def test_base_without_reload_package_is_the_load_weights_contract(proj):
+    _base_tree(proj / "vllm-src", layerwise=False)
+    (proj / "plugin" / "once.py").write_text(textwrap.dedent(ONCE), encoding="utf-8")
+    got = _run(proj, "vllm-src")
+    assert got.contract[0] == "vllm-load-weights"
+    assert "no vllm/model_executor/model_loader/reload/" in got.contract[1]
+    by_target = {f.target: f for f in got.findings}
+    # nothing moves under that contract: the plain scratch and workspace are not reported,
+    # the copy derived from the loaded weight is stale
+    assert set(by_target) == {"self.w_t"}
+    assert by_target["self.w_t"].rule == "RL201"
+    assert by_target["self.w_t"].contract == "vllm-load-weights"
+    assert "never re-runs post-load" in by_target["self.w_t"].message
+
+
+def test_worker_running_the_layerwise_reload_decides_the_contract(tmp_path):
+    w = tmp_path / "plugin" / "worker.py"
+    w.parent.mkdir(parents=True)
+    w.write_text(
+        "from vllm.model_executor.model_loader.reload import initialize_layerwise_reload\n\n"
+        "class Worker:\n"
+        "    def update_weights(self, model, weights):\n"
+        "        initialize_layerwise_reload(model)\n"
+        "        model.load_weights(weights)\n",
+        encoding="utf-8",
+    )
+    from reload_lint.discover import SourceFile
+
+    base = _base_tree(tmp_path / "vllm-src", layerwise=False)
+    name, why = choose_contract(
+        [SourceFile(path=w, rel="plugin/worker.py")], bases.resolve_all([str(base)])
+    )
+    assert name == "vllm-layerwise" and "plugin/worker.py:5" in why
+
+
+def test_replaced_first_load_driver_is_not_an_update_path(tmp_path):
+    # a plugin re-implementing vLLM's first-load driver: it runs once, after the first load
+    w = tmp_path / "plugin" / "patch.py"
+    w.parent.mkdir(parents=True)
+    w.write_text(
+        "from vllm.model_executor.model_loader import utils\n\n"
+        "def my_process_weights(model, model_config, target_device):\n"
+        "    for _, module in model.named_modules():\n"
+        "        qm = getattr(module, 'quant_method', None)\n"
+        "        if qm is not None:\n"
+        "            qm.process_weights_after_loading(module)\n\n"
+        "utils.process_weights_after_loading = my_process_weights\n",
+        encoding="utf-8",
+    )
+    from reload_lint.discover import SourceFile
+
+    name, _ = choose_contract([SourceFile(path=w, rel="plugin/patch.py")])
+    assert name == "vllm-layerwise"
+    # the same loop in a function that is not the driver's replacement is an update path
+    w.write_text(w.read_text().replace("utils.process_weights_after_loading = ", "_ = "))
+    name, why = choose_contract([SourceFile(path=w, rel="plugin/patch.py")])
+    assert name == "inplace-only" and "plugin/patch.py:4" in why
+
+
+def test_cli_names_base_and_contract_and_note(proj, capsys):
+    _base_tree(proj / "vllm-src", layerwise=True)
+    code, out, err = run_cli(capsys, "check", "plugin", "--no-cache")
+    assert code == 0
+    note = [ln for ln in err.splitlines() if "note:" in ln]
+    assert len(note) == 1 and "BaseKernel" in note[0] and "--base" in note[0]
+    code, out, err = run_cli(capsys, "check", "plugin", "--no-cache", "--base", "vllm-src")
+    assert code == 1 and "self.scratch" in out
+    assert "base " in err and "contract vllm-layerwise" in err and "note:" not in err
+
+
+def test_base_from_config_relative_to_pyproject(proj, capsys):
+    _base_tree(proj / "vllm-src", layerwise=True)
+    (proj / "pyproject.toml").write_text('[tool.reload-lint]\nbase = ["vllm-src"]\n')
+    code, out, _ = run_cli(capsys, "check", "plugin", "--no-cache", "--format", "json")
+    assert code == 1
+    assert [f["target"] for f in json.loads(out)["findings"]] == ["self.scratch"]
+
+
+def test_note_suggests_the_base_the_metadata_pins(proj, capsys):
+    meta = proj / "plugin-0.1.dist-info" / "METADATA"
+    meta.parent.mkdir()
+    meta.write_text("Name: plugin\nRequires-Dist: vllm==0.30.0+cpu\n", encoding="utf-8")
+    _, _, err = run_cli(capsys, "check", "plugin", "--no-cache")
+    assert "--base vllm==0.30.0" in err
+
+
+def test_note_suggests_the_version_gate(proj, capsys):
+    (proj / "plugin" / "compat.py").write_text(
+        "from vllm_plugin.utils import vllm_version_is\n"
+        'if vllm_version_is("0.23.0"):\n    X = 1\n'
+        'if vllm_version_is("0.23.0"):\n    Y = 1\n',
+        encoding="utf-8",
+    )
+    _, _, err = run_cli(capsys, "check", "plugin", "--no-cache")
+    assert "--base vllm==0.23.0" in err and "plugin/compat.py:2" in err
+
+
+@pytest.mark.parametrize("spec", ["vllm>=0.30", "vllm==", "no/such/folder"])
+def test_bad_base_spec_is_a_one_line_error(proj, capsys, spec):
+    code, out, err = run_cli(capsys, "check", "plugin", "--base", spec)
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+
+
+def test_release_spec_drops_the_local_version(monkeypatch, tmp_path):
+    seen = []
+
+    def fake(pkg, version):
+        seen.append((pkg, version))
+        (tmp_path / pkg).mkdir(exist_ok=True)
+        return tmp_path
+
+    monkeypatch.setattr("reload_lint.sources.release_sources", fake)
+    b = bases.resolve("vllm==0.30.0+cpu")
+    assert seen == [("vllm", "0.30.0")] and b.label == "vllm==0.30.0"
+    assert b.prefix == "@base/vllm-0.30.0"
+    with pytest.raises(ReloadLintError):
+        bases.resolve("torch==2.1")
