@@ -33,8 +33,10 @@ def cache_root() -> Path:
 
 
 def _find_wheel(wheels: Path, dist: str, version: str) -> Path | None:
-    for p in sorted(wheels.glob(f"{dist}-{version}-*.whl")):
-        return p
+    # a wheel's file name spells the distribution with `_` (PEP 427): `vllm_kunlun-0.11.1-...`
+    for name in dict.fromkeys((dist, dist.replace("-", "_").replace(".", "_"))):
+        for p in sorted(wheels.glob(f"{name}-{version}-*.whl")):
+            return p
     return None
 
 
@@ -114,15 +116,18 @@ def _isatty(stream) -> bool:
         return False
 
 
-def release_sources(package: str, version: str) -> Path:
-    """Return the directory that holds `<package>/` for the given release, fetching once."""
-    if package not in PACKAGES:
+def release_sources(package: str, version: str, dist: str | None = None) -> Path:
+    """Return the directory that holds `<package>/` for the given release, fetching once.
+    `dist`: the PyPI distribution of another package (a vLLM plugin: `vllm-kunlun` for
+    `vllm_kunlun`); its wheel's METADATA is kept beside the sources (bases.suggest reads the
+    vLLM it requires)."""
+    if dist is None and package not in PACKAGES:
         raise SourceError(f"unknown package {package!r}")
     dest = cache_root() / "sources" / f"{package}-{version}"
     marker = dest / ".complete"
     if marker.is_file():
         return dest
-    wheel = download_wheel(PACKAGES[package], version)
+    wheel = download_wheel(dist or PACKAGES[package], version)
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{package}-{version}-", dir=dest.parent))
     from reload_lint.progress import Progress
@@ -131,6 +136,8 @@ def release_sources(package: str, version: str) -> Path:
     try:
         with zipfile.ZipFile(wheel) as zf:
             names = [n for n in zf.namelist() if n.startswith(f"{package}/") and n.endswith(".py")]
+            if dist is not None:
+                names += [n for n in zf.namelist() if n.endswith(".dist-info/METADATA")]
             progress.start(f"unpacking {wheel.name}:", len(names))
             for name in names:
                 zf.extract(name, tmp)

@@ -1,0 +1,63 @@
+"""Out-of-tree packages from PyPI audited against the vLLM they run on (issue 26).
+
+The wheels are downloaded once and cached like the releases (sources.py). Figures and
+labels: docs/reviews/plugins-baseline.md and the per-package pages; docs/plugins.md.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from reload_lint.sources import SourceError, release_sources
+from tests.unit._cli_util import run_cli
+
+pytestmark = pytest.mark.integration
+
+
+def _sources(package, version, dist=None):
+    try:
+        return release_sources(package, version, dist=dist)
+    except SourceError as exc:  # no network and no cached copy
+        pytest.skip(f"{dist or package} {version} unavailable: {exc}")
+
+
+def test_kunlun_on_vllm_0_11_is_judged_by_load_weights(monkeypatch, capsys):
+    # vLLM 0.11.1 has no model_loader/reload/: an update is `model.load_weights`, which never
+    # re-runs post-load. The MLA impl's absorbed copies are derived once: stale, not moved.
+    root = _sources("vllm_kunlun", "0.11.1", dist="vllm-kunlun")
+    _sources("vllm", "0.11.1")
+    monkeypatch.chdir(root)
+    code, out, err = run_cli(
+        capsys, "check", "vllm_kunlun", "--base", "vllm==0.11.1", "--format", "json"
+    )
+    assert code == 1, err
+    found = json.loads(out)["findings"]
+    assert found and {f["contract"] for f in found} == {"vllm-load-weights"}
+    assert {f["rule"] for f in found} == {"RL201"}
+    mla = "vllm_kunlun/v1/attention/backends/mla/common.py"
+    got = {(f["path"], f["target"]) for f in found}
+    # the int8 path's transposed / contiguous copies (common.py:1406, :1410-1411)
+    assert {(mla, "self.W_UK_T"), (mla, "self.W_UV"), (mla, "self.W_UV_SCALE")} <= got
+    assert "contract vllm-load-weights" in err
+    # without the base the package is audited under the newest layerwise facts, and says so
+    code, out, err = run_cli(capsys, "check", "vllm_kunlun", "--format", "json")
+    assert "note:" in err and "--base" in err
+
+
+def test_ascend_follows_its_worker_layerwise_reload(monkeypatch, capsys):
+    # the package patches vLLM's first-load driver (a loop re-running post-load, once) and its
+    # worker runs vLLM's layerwise reload: the contract is layerwise, not inplace-only
+    root = _sources("vllm_ascend", "0.23.0", dist="vllm-ascend")
+    _sources("vllm", "0.23.0")
+    monkeypatch.chdir(root)
+    code, out, err = run_cli(
+        capsys, "check", "vllm_ascend", "--base", "vllm==0.23.0", "--format", "json"
+    )
+    assert code == 1, err
+    found = json.loads(out)["findings"]
+    assert {f["contract"] for f in found} == {"vllm-layerwise"}
+    assert "vllm_ascend/worker/worker.py:" in err
+    # registered-Parameter rebinds are copied back under layerwise: no RL109 there
+    assert not [f for f in found if f["rule"] == "RL109"]
