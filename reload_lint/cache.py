@@ -48,7 +48,9 @@ from reload_lint.findings import FileError
 # (`("t", kind, items, gens)`, `("d", items, gens)`), `(x := v)` emits `x = v` before its statement;
 # 19: a guard on `type(x).attr` names x (lower_guard._guard_base); 20: `fills_cache` on a
 # function that stores into a container attribute inside a block (a cache filled on first use)
-EXTRACT_VERSION = "20"
+# 21: `patches` on a module-level function that replaces an engine class's method (a
+# decorator given the dotted target, `Cls.m = fn`, `setattr(Cls, "m", fn)`)
+EXTRACT_VERSION = "21"
 # pack layout; 2: consumed-input results keep, per file, what the analysis read of its record
 PACK_VERSION = 2
 MAX_FILE_BYTES = 8 * 1024 * 1024

@@ -42,7 +42,7 @@ HEADINGS: tuple[str, ...] = (
     "Under each reload contract",
 )
 HEADER_FIELDS: tuple[str, ...] = ("code", "name", "severity", "message")
-CONTRACTS: tuple[str, ...] = ("vllm-layerwise", "inplace-only")
+CONTRACTS: tuple[str, ...] = ("vllm-layerwise", "inplace-only", "vllm-load-weights")
 DEFAULT_CONTRACT = "vllm-layerwise"
 EXAMPLE_KINDS: tuple[str, ...] = ("INVALID", "VALID")
 

@@ -94,6 +94,14 @@ RULES: dict[str, Rule] = {
             "Post-load keeps an unregistered copy derived from a registered tensor and deletes "
             "the registered source.",
         ),
+        Rule(
+            "RL203",
+            "load-undoes-transform",
+            "error",
+            "Where an update only reloads the checkpoint (`vllm-load-weights`), post-load "
+            "transforms a loaded Parameter where its weight loader writes: the next load writes "
+            "the checkpoint's values there, or fails, and nothing applies the transform again.",
+        ),
         Rule("RL901", "syntax-error", "error", "The file could not be parsed."),
         Rule("RL902", "decode-error", "error", "The file is not valid UTF-8 (or has NUL bytes)."),
         Rule("RL903", "unreadable-file", "error", "The file could not be read."),

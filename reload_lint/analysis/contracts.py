@@ -38,6 +38,16 @@ ONCE_STALE_WHY = (
 )
 
 
+UNDONE_WHY = (
+    "post-load writes a transform of the loaded values where the weight loader writes: the "
+    "next `load_weights` writes the checkpoint's values there and post-load never runs again"
+)
+LOADER_LOST_WHY = (
+    "a new Parameter object replaces the loaded one without its `weight_loader`: the next "
+    "`load_weights` finds no loader (a fused or sharded weight fails) or loads it unsharded"
+)
+
+
 def once_stale_why(src: str) -> str:
     return ONCE_STALE_WHY.format(src=f" from `{src}`" if src else "")
 
@@ -179,13 +189,16 @@ class Contract:
         none_buffers=(),
         nonpersistent=(),
         holder_src: str = "",
+        registered=(),
     ):
         """owner: module | object | held | tensor (a Parameter's own attribute) | data (then
         `holder` is the attribute whose `.data`
         is written, `holder_src` the tensor it is, as its values name it). `deferred`: the
         store is on a layer whose own post-load the reload runs with no copy-back (judged as
         in place only); `none_buffers`: buffer names registered only as None, `nonpersistent`
-        only with `persistent=False`. Returns (rule, why) or None."""
+        only with `persistent=False`; `registered`: the names registered on the module (a
+        store there under `vllm-load-weights` replaces what the loader writes). Returns
+        (rule, why) or None."""
         inplace = self.name == "inplace-only" or deferred
         if (v.kind == V.PARAM and v.value == "empty") or (
             V.no_device_storage(v) and owner != "data"
@@ -218,7 +231,11 @@ class Contract:
                 return None
             v = AV(V.VIEW, conf=v.conf, trace=v.trace, src=v.src)
         if self.name == LOAD_WEIGHTS:
-            return _judge_once(owner, attr, v, buffers, holder_src)
+            # a name registered on the module counts where the root's own body stores it (a
+            # helper storing under its caller's name may do so only on a branch for a name
+            # nothing registered yet: a copy-or-rebind helper)
+            direct = fr is None or len(getattr(fr, "stack", ())) <= 1
+            return _judge_once(owner, attr, v, buffers, holder_src, registered if direct else ())
         k = v.kind
         if owner == "data":
             if k == V.VIEW and v.value == "slice" and not inplace:
@@ -392,7 +409,17 @@ def _derived_copy(v: AV) -> bool:
     return v.kind in (V.FRESH, V.PARAM) and bool(v.src) and v.value not in ("alias", "empty")
 
 
-def _judge_once(owner: str, attr: str, v: AV, buffers: set[str], holder_src: str):
+def _names_itself(src: str, attr: str) -> bool:
+    """Whether `src` (a value's source, as its values name it) is `<x>.attr` or its `.data`."""
+    if not src:
+        return False
+    parts = src.split(".")
+    if parts[-1] == "data":
+        parts = parts[:-1]
+    return len(parts) > 1 and parts[-1] == attr
+
+
+def _judge_once(owner: str, attr: str, v: AV, buffers: set[str], holder_src: str, registered=()):
     """A store under `vllm-load-weights`: post-load ran once, after the first load, and every
     update writes the checkpoint into the registered parameters in place. Nothing moves; a
     copy derived from a loaded tensor and kept under a name no checkpoint loads goes stale,
@@ -406,6 +433,8 @@ def _judge_once(owner: str, attr: str, v: AV, buffers: set[str], holder_src: str
                 "shape-changing `.data =` swap: the next `load_weights` copies the checkpoint's "
                 "shape into it and fails",
             )
+        if _derived_copy(v) and v.value != "cast":
+            return ("RL203", UNDONE_WHY)
         return None
     if k == V.CONTAINER:
         if any(_derived_copy(c) for c in v.items):
@@ -418,6 +447,18 @@ def _judge_once(owner: str, attr: str, v: AV, buffers: set[str], holder_src: str
         cap = [c for _, group in v.items for c in group if _derived_copy(c)]
         if cap:
             return ("RL201", once_stale_why(cap[0].src))
+        return None
+    if (
+        owner == "module"
+        and k == V.PARAM
+        and (_names_itself(v.src, attr) or (attr in registered and attr not in buffers))
+    ):
+        # the loaded Parameter wrapped again under its own name: a new Parameter object,
+        # without the `weight_loader` the next load calls on it
+        if v.value == "alias":
+            return ("RL203", LOADER_LOST_WHY)
+        if v.value == "fresh" or (_derived_copy(v) and v.value != "cast"):
+            return ("RL203", UNDONE_WHY + "; the new Parameter has no `weight_loader` either")
         return None
     if owner == "module" and (attr in buffers or k == V.PARAM):
         # a registered name: a checkpoint tensor the next load writes again (a Parameter

@@ -42,6 +42,8 @@ class HookRootsMixin:
             len(f["params"]) != 1 or {"staticmethod", "classmethod"} & set(f["decos"])
         ):
             return False
+        if not f["cls"] and f.get("patches") and len(f["params"]) != 1:
+            return False  # a method patched onto a class: `self` and what the reload passes
         contract = self.contract_for(self.index.path_of(mod))
         facts = contract.facts
         # only where the fact was read from the audited tree: there every caller of a hook is

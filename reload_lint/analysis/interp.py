@@ -153,7 +153,7 @@ class Analyzer(
         for mod in modules:
             for qn, f in self.index.view(mod, "roots", names) or ():
                 roots.append((mod, qn, f))
-        heirs = self.inherited_roots(names)
+        heirs = self.inherited_roots(names) + self.patched_roots(modules, names)
         # make the registries see every root file before judging
         self._registered = None
         for mod, qn, f in roots:
@@ -226,9 +226,48 @@ class Analyzer(
                         out.append((hit[0], hit[1], f, key))
         return out
 
+    def patched_roots(self, modules, names) -> list[tuple]:
+        """Module-level functions a plugin patches over an engine class's post-load
+        (`@register_patch(target="vllm...MLAAttention.process_weights_after_loading")`,
+        `Cls.process_weights_after_loading = fn`): roots, run with `self` an object of that
+        class when the index resolves it (a `--base` tree), else of an unknown class.
+        (module, qualname, function, class key or "") for each."""
+        out = []
+        for mod in modules:
+            # every method the module patches onto another package's class replaces it there
+            # (readers and calls through `self` find the patched one: ProjectIndex.patched)
+            for qn, _f, target in self.index.view(mod, "patched", ()) or ():
+                owner, _, attr = target.rpartition(".")
+                key = self._patched_class(mod, owner)
+                if key and key != "?":
+                    self.index.patched.setdefault(key, {})[attr] = (mod, qn)
+            for qn, f, target in self.index.view(mod, "patched", names) or ():
+                key = self._patched_class(mod, target.rpartition(".")[0])
+                if key:
+                    out.append((mod, qn, f, key))
+        return out
+
+    def _patched_class(self, mod: str, owner: str) -> str:
+        """The class key a patch target's owner names, "?" when the index cannot resolve it
+        (an engine class with no base given), "" when it is the patching package's own class
+        (a package patching itself is its own code, not a hook on an engine's class)."""
+        q = self.index.qualify(mod, owner) or owner
+        r = self.index.resolve(q)
+        if not r or r[0] != "class":
+            return "?" if q.partition(".")[0] != mod.partition(".")[0] else ""
+        if r[1].partition(".")[0] == mod.partition(".")[0]:
+            return ""
+        return f"{r[1]}:{r[2]}"
+
     def _self_value(
         self, mod: str, f: dict, construct: bool = False, cls_key: str | None = None
     ) -> tuple:
+        if cls_key == "?":  # a patched hook whose class the index cannot resolve
+            return (AV(V.OBJ, src="self"),)
+        if not f["cls"] and cls_key:  # a patched hook: `self` is the patched class's object
+            if self.index.is_module_class(cls_key):
+                return (AV(V.MODULE, cls=cls_key, src="self"),)
+            return (AV(V.OBJ, cls=cls_key, src="self"),)
         if not f["cls"]:
             return ()
         key = cls_key or f"{mod}:{f['cls']}"
@@ -259,7 +298,8 @@ class Analyzer(
         ann = dict(f["annotations"])
         for p in params:
             env[p] = self._param_value(p, ann)
-        if selfv and params and f.get("name") in self.root_names:
+        patched = bool(f.get("patches")) and selfv[0].kind != V.MODULE if selfv else False
+        if selfv and params and (f.get("name") in self.root_names or patched):
             if not dict(f["annotations"]).get(params[0], "").startswith("type:"):
                 env[params[0]] = (AV(V.MODULE, src=params[0]),)
         return env
@@ -268,11 +308,14 @@ class Analyzer(
         """One post-load root; `heir`: the class (of the audited package) that inherits it
         from a base, whose object `self` is."""
         path = self.index.path_of(mod)
-        cls_key = heir or (f"{mod}:{f['cls']}" if f["cls"] else None)
+        cls_key = (None if heir == "?" else heir) or (f"{mod}:{f['cls']}" if f["cls"] else None)
         state = RootState(root=qn, cls_key=cls_key, entry=(mod, qn))
         env = self._entry_env(f, self._self_value(mod, f, cls_key=heir))
         step = f"post-load root {qn}"
-        if heir:
+        if heir and not f["cls"]:
+            where = heir.partition(":")[2] if heir != "?" else "an engine class"
+            step += f", patched over {where}'s post-load"
+        elif heir:
             step += f", inherited by {heir.partition(':')[2]} ({heir.partition(':')[0]})"
         frame = Frame(
             module=mod,
@@ -308,6 +351,61 @@ class Analyzer(
                         "write the new value and the copy keeps the old one"
                     )
                     fd.fix = triage.fix_for("RL202", fd.target, AV(V.FRESH, src=src), "", False)
+
+    def note_inplace_transform(self, fr: Frame, st, e) -> None:
+        """`vllm-load-weights` only: a post-load statement transforming a loaded tensor in its
+        own storage (`layer.w_scale.mul_(127)`, `layer.w.data.div_(s)`, `layer.w *= 2`). The
+        next `load_weights` writes the checkpoint's values there and post-load does not run
+        again: RL203. A `copy_` / `fill_` / `zero_` is a write, not a transform of the values
+        there; `copy_` of a value derived from the receiver itself is one."""
+        if fr.mode != "post" or e[0] != "c" or e[1][0] != "a":
+            return
+        from reload_lint.analysis.contracts import LOAD_WEIGHTS, UNDONE_WHY
+
+        contract = self.contract_for(fr.path)
+        if contract.name != LOAD_WEIGHTS:
+            return
+        recv_e, meth = e[1][1], e[1][2]
+        aug = meth.startswith("__i")
+        if not aug and not (meth.endswith("_") and not meth.startswith("_")):
+            return
+        if meth in ("zero_", "fill_", "set_", "requires_grad_", "share_memory_", "record_stream"):
+            return
+        if meth == "copy_":
+            mine = self.render(recv_e).removesuffix(".data")
+            if not mine or not self._mentions(e[2] if len(e) > 2 else (), mine):
+                return
+        if recv_e[0] == "a" and recv_e[2] == "data":
+            recv_e = recv_e[1]
+        if recv_e[0] not in ("a", "c"):  # an attribute, or `getattr(layer, name)`
+            return
+        if recv_e[0] == "a":
+            # a buffer no checkpoint holds is not written by the load: nothing undoes it
+            for h in self.eval(fr, recv_e[1]):
+                if h.kind == V.MODULE and recv_e[2] in self.registered_on(fr, h)[1]:
+                    return
+        vals = self.eval(fr, recv_e)
+        for v in vals:
+            if v.kind in (V.REG, V.PARAM) or (v.kind == V.MATTR and v.src):
+                target = self.render(recv_e) if recv_e[0] == "a" else (v.src or "the tensor")
+                note = f"`{self.render(e[1]) if not aug else target + ' ' + meth[3:-2] + '='}`"
+                shown = AV(
+                    V.REG,
+                    src=v.src or target,
+                    trace=(TraceStep(fr.path, st[1], f"{note} transforms it in place"),),
+                )
+                self.report(fr, "RL203", st, target, shown, UNDONE_WHY)
+                return
+
+    def _mentions(self, e, dotted: str, depth: int = 0) -> bool:
+        """Whether lowered expression tree `e` reads the attribute chain `dotted`."""
+        if depth > 40 or not isinstance(e, tuple):
+            return False
+        if e and e[0] == "a" and len(e) == 3 and isinstance(e[2], str):
+            text = self.render(e)
+            if text == dotted or text == dotted + ".data":
+                return True
+        return any(self._mentions(x, dotted, depth + 1) for x in e if isinstance(x, tuple))
 
     # ------------------------------------------------------------------ statements
     def exec_body(self, fr: Frame, body) -> None:
@@ -368,6 +466,7 @@ class Analyzer(
         elif kind == "expr":
             self.note_loader_call(fr, st[4])
             self.eval(fr, st[4], stmt=st)
+            self.note_inplace_transform(fr, st, st[4])
         elif kind in ("flagon", "flagoff", "flagexit"):
             self.exec_flag(fr, st)
         elif kind == "ret":
@@ -375,6 +474,8 @@ class Analyzer(
             fr.returns.append(tuple(S.at_return(v) for v in vals))
         elif kind == "aug":
             tgt = st[4]
+            if tgt[0] == "a":
+                self.note_inplace_transform(fr, st, ("c", ("a", tgt, "__i" + str(st[5]) + "__")))
             if tgt[0] == "n":
                 cur = fr.env.get(tgt[1], (V.UNK,))
                 rhs = self.eval(fr, st[6])

@@ -260,7 +260,8 @@ class StoreMixin:
                     # on the config the root just built): it is rebuilt on every reload, so
                     # an alias of a registered tensor it takes is taken afresh each time
                     vals = tuple(v for v in vals if v.kind not in (V.REG, V.VIEW))
-                buffers = self.registered_on(fr, r)[1] if owner == "module" else set()
+                regs_here = self.registered_on(fr, r) if owner == "module" else (set(), set())
+                buffers = regs_here[1]
                 # a value that may be new storage or an existing tensor (a field one builder
                 # fills with a registered scale and another with `1 / scale`, a reshape that
                 # may copy): the new-storage case is the one reported
@@ -280,6 +281,7 @@ class StoreMixin:
                         none_buffers=nones,
                         nonpersistent=nps,
                         holder_src=r.src if owner == "data" else "",
+                        registered=regs_here[0],
                     )
                     self.note_judged(fr, st[1], target, v, verdict, "store", owner)
                     if verdict:

@@ -108,6 +108,8 @@ def message(rule: str, target: str, v: AV, why: str, inplace: bool) -> str:
         return f"{t} registers new buffer storage by assigning to a buffer name"
     if rule == "RL201" and "never re-runs post-load" in why:
         return f"{t} is {why}"
+    if rule == "RL203":
+        return f"{t}: {why}"
     if rule == "RL201" and "non-persistent" in why:
         return f"{t} is a non-persistent buffer {why}, so it keeps the first load's values"
     if rule == "RL201":
@@ -196,6 +198,12 @@ def fix_for(
         return (
             f"{REUSE}: keep the object that owns `{target}` across reloads, or "
             f"{_keep(name, inplace)}"
+        )
+    if rule == "RL203":
+        return (
+            f"{COPY}: keep the loaded Parameter as the loader made it and write the transformed "
+            f"values into a tensor registered under another name (re-derived after every update), "
+            f"or transform at load time inside the weight loader"
         )
     if rule == "RL201" and "never re-runs post-load" in why:
         return (

@@ -329,6 +329,20 @@ def _v_roots(rec, cache, names):
     )
 
 
+def _v_patched(rec, cache, names):
+    """(qn, function, target) of the module-level functions that replace a method named in
+    `names` on a class (`@register_patch("pkg.Cls.process_weights_after_loading")`,
+    `Cls.process_weights_after_loading = fn`): post-load hooks a plugin patches in. With no
+    names: every method patched onto a class."""
+    out = []
+    for qn, f in sorted(rec["functions"].items()):
+        for target in f.get("patches", ()):
+            owner, _, attr = target.rpartition(".")
+            if (not names or attr in names) and owner and owner.rsplit(".", 1)[-1][:1].isupper():
+                out.append((qn, f, target))
+    return tuple(out)
+
+
 def _v_apply_guarded(rec, cache, apply_names):
     """(qn, method) of the apply/forward methods that carry a lazy guard, by qualname."""
     return tuple(
@@ -596,6 +610,7 @@ def _v_alias_asserts(rec, cache):
 
 VIEWS = {
     "roots": _v_roots,
+    "patched": _v_patched,
     "apply_guarded": _v_apply_guarded,
     "entries": _v_entries,
     "named": _v_named,

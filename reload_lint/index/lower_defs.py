@@ -104,6 +104,12 @@ class DefLowering:
         if any(_cache_fill(s) for s in body):
             # the first-forward analysis runs it too (analysis/interp.py run_lazy)
             self.functions[qn]["fills_cache"] = True
+        if cls_qn is None and parent is None:
+            patched = _patch_targets(node.decorator_list)
+            if patched:
+                # `@register_patch(target="pkg.Cls.method")`: the function replaces that
+                # method (a plugin's hook patched onto an engine class)
+                self.functions[qn]["patches"] = patched
         if lower_util.EXTENSIONS and size_names:
             # fixed integer locals with a lower bound, of the names it uses as sizes (shape
             # arithmetic: index/lower_sizes.py)
@@ -161,6 +167,18 @@ class DefLowering:
     def module(self, mod: ast.Module) -> None:
         for stmt in mod.body:
             self.top(stmt)
+        # `Cls.method = fn` / `setattr(Cls, "method", fn)` at the top level: fn replaces the
+        # method (written as the code names the owner; the analysis qualifies it)
+        for stmt in mod.body:
+            got = _assigned_patch(stmt)
+            if got is None:
+                continue
+            fn, target = got
+            rec = self.functions.get(fn)
+            if rec is not None and rec["cls"] is None and rec["parent"] is None:
+                old = rec.get("patches", ())
+                if target not in old:
+                    rec["patches"] = (*old, target)
 
     def top(self, stmt) -> None:
         tp = type(stmt)
@@ -267,3 +285,55 @@ def _cache_fill(st) -> bool:
     if not lower_util.EXTENSIONS or st[0] != "assign" or len(st) < 8 or len(st[7]) < 2:
         return False
     return any(t[0] == "s" and t[1][0] == "a" for t in st[4])
+
+
+def _dotted_target(text) -> bool:
+    """A dotted path to a method (`pkg.mod.Cls.method`): identifiers, at least one dot."""
+    if not isinstance(text, str) or "." not in text or len(text) > 300:
+        return False
+    return all(part.isidentifier() for part in text.split("."))
+
+
+def _patch_targets(decorators) -> tuple[str, ...]:
+    """The dotted strings a decorator call is given (`@patch("pkg.Cls.m")`, `target=`)."""
+    out: list[str] = []
+    for d in decorators:
+        if type(d) is not ast.Call:
+            continue
+        for value, _kw, _star in _call_args(d):
+            if type(value) is ast.Constant and _dotted_target(value.value):
+                out.append(value.value)
+            elif type(value) is ast.Tuple or type(value) is ast.JoinedStr:
+                continue
+            elif type(value) is ast.BinOp:
+                continue
+    # a parenthesised implicit concatenation is one Constant already
+    return tuple(dict.fromkeys(out))
+
+
+def _assigned_patch(stmt) -> tuple[str, str] | None:
+    """(function name, `Owner.attr` as written) for `Owner.attr = fn` or
+    `setattr(Owner, "attr", fn)` at a module's top level."""
+    tp = type(stmt)
+    if tp is ast.Assign and type(stmt.value) is ast.Name and len(stmt.targets) == 1:
+        t = stmt.targets[0]
+        if type(t) is ast.Attribute:
+            owner = _ast_dotted(t.value)
+            if owner:
+                return stmt.value.id, f"{owner}.{t.attr}"
+        return None
+    if tp is ast.Expr and type(stmt.value) is ast.Call:
+        c = stmt.value
+        if (
+            type(c.func) is ast.Name
+            and c.func.id == "setattr"
+            and len(c.args) == 3
+            and not c.keywords
+            and type(c.args[1]) is ast.Constant
+            and isinstance(c.args[1].value, str)
+            and type(c.args[2]) is ast.Name
+        ):
+            owner = _ast_dotted(c.args[0])
+            if owner and c.args[1].value.isidentifier():
+                return c.args[2].id, f"{owner}.{c.args[1].value}"
+    return None

@@ -63,6 +63,9 @@ class ProjectIndex:
         self._name_memo: dict[tuple[str, str], tuple[str, object] | None] = {}
         self._class_memo: dict[str, dict | None] = {}
         self._function_memo: dict[tuple[str, str], dict | None] = {}
+        # methods another package patches onto a class (`Cls.m = fn`, a patch decorator):
+        # class key -> method name -> (module, qualname) of the function that replaces it
+        self.patched: dict[str, dict[str, tuple[str, str]]] = {}
 
     # ---- records ---------------------------------------------------------------------
     def record(self, module: str) -> dict | None:
@@ -296,8 +299,14 @@ class ProjectIndex:
             if crec is None:
                 continue
             mod = k.partition(":")[0]
+            patched = self.patched.get(k, {})
             for name, qn in sorted(crec["methods"].items()):
-                yield mod, name, qn
+                if name in patched:
+                    yield patched[name][0], name, patched[name][1]
+                else:
+                    yield mod, name, qn
+            for name in sorted(set(patched) - set(crec["methods"])):
+                yield patched[name][0], name, patched[name][1]
 
     def external_bases(self, key: str) -> set[str]:
         out = set()
@@ -332,6 +341,9 @@ class ProjectIndex:
         if after is not None and after in chain:
             chain = chain[chain.index(after) + 1 :]
         for k in chain:
+            hit = self.patched.get(k, {}).get(name) if self.patched else None
+            if hit is not None:
+                return hit
             crec = self.class_record(k)
             if crec and name in crec["methods"]:
                 return (k.partition(":")[0], crec["methods"][name])

@@ -57,14 +57,25 @@ from vllm.kernels.base import BaseKernel
 
 
 class OnceMethod(BaseKernel):
+    def create_weights(self, layer):
+        layer.register_parameter("w_scale", torch.nn.Parameter(torch.empty(8), requires_grad=False))
+        layer.register_parameter("zp", torch.nn.Parameter(torch.empty(8), requires_grad=False))
+        layer.register_parameter("w_s2", torch.nn.Parameter(torch.empty(8), requires_grad=False))
+
     def process_weights_after_loading(self, layer):
         # derived once from a loaded weight: stale after `model.load_weights`
         self.w_t = layer.weight.t().contiguous()
         # a workspace no load writes: nothing to refresh
         self.ws = torch.empty(1024, device=layer.weight.device)
+        # transformed in place once: the next load writes the checkpoint's scale there
+        layer.w_scale.mul_(127.0)
+        layer.zp *= 2
+        layer.w_s2.copy_(layer.w_s2 / 7.0)
+        # a write of other values, not a transform of the loaded ones
+        layer.zp.copy_(torch.zeros(8))
 
     def apply_weights(self, layer, x):
-        return x @ self.w_t + self.ws[:1]
+        return x @ self.w_t * layer.w_scale + self.ws[:1] + layer.zp + layer.w_s2
 """
 
 
@@ -130,7 +141,12 @@ def test_base_without_reload_package_is_the_load_weights_contract(proj):
     by_target = {f.target: f for f in got.findings}
     # nothing moves under that contract: the plain scratch and workspace are not reported,
     # the copy derived from the loaded weight is stale
-    assert set(by_target) == {"self.w_t"}
+    assert {(f.target, f.rule) for f in got.findings} == {
+        ("self.w_t", "RL201"),
+        ("layer.w_scale", "RL203"),
+        ("layer.zp", "RL203"),
+        ("layer.w_s2", "RL203"),
+    }
     assert by_target["self.w_t"].rule == "RL201"
     assert by_target["self.w_t"].contract == "vllm-load-weights"
     assert "never re-runs post-load" in by_target["self.w_t"].message
@@ -238,3 +254,57 @@ def test_release_spec_drops_the_local_version(monkeypatch, tmp_path):
     assert b.prefix == "@base/vllm-0.30.0"
     with pytest.raises(ReloadLintError):
         bases.resolve("torch==2.1")
+
+
+PATCHES = """
+import torch
+
+from vllm.kernels.base import BaseKernel
+from plugin.registry import register_patch
+
+_original = BaseKernel.process_weights_after_loading
+
+
+@register_patch(target="vllm.kernels.base.BaseKernel.process_weights_after_loading")
+def patched_post_load(self, layer):
+    _original(self, layer)
+    # a transposed copy kept on the kernel object, rebuilt on every reload
+    self.w_t = layer.weight.t().contiguous()
+
+
+def patched_apply(self, layer, x):
+    return x @ self.w_t
+
+
+def assigned_post_load(self, layer):
+    self.ws = torch.empty(16, device=layer.weight.device)
+
+
+def unrelated(self, layer):
+    self.cfg = torch.empty(16)
+
+
+BaseKernel.apply_weights = patched_apply
+setattr(BaseKernel, "process_weights_after_loading", assigned_post_load)
+helper_table = {"x": unrelated}
+"""
+
+
+def test_hooks_patched_onto_a_base_class_are_post_load_roots(proj):
+    _base_tree(proj / "vllm-src", layerwise=True)
+    _write(
+        proj,
+        {
+            "plugin/registry.py": "def register_patch(target, reason=''):\n"
+            "    return lambda fn: fn\n",
+            "plugin/patches.py": PATCHES,
+        },
+    )
+    got = _run(proj, "vllm-src")
+    found = {(f.path, f.target): f for f in got.findings if f.path == "plugin/patches.py"}
+    assert set(found) == {("plugin/patches.py", "self.w_t"), ("plugin/patches.py", "self.ws")}
+    f = found[("plugin/patches.py", "self.w_t")]
+    assert f.rule == "RL102"
+    assert any("patched over BaseKernel's post-load" in s.note for s in f.trace)
+    # a function in a table is not a patch: `unrelated` is no root
+    assert not [x for x in got.findings if x.target == "self.cfg"]
