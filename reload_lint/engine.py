@@ -91,6 +91,8 @@ def auto_contract(files: Iterable[SourceFile], bases=()) -> str:
 
 
 _LAYERWISE_CALLS = (b"initialize_layerwise_reload", b"finalize_layerwise_reload")
+# a loop over a model's modules, by text: only such files are parsed for `_reruns_post_load`
+_MODULE_LOOP = re.compile(rb"\bfor\b[^\n]*\.(?:named_)?(?:modules|children)\(")
 
 
 def choose_contract(files: Iterable[SourceFile], bases=()) -> tuple[str, str]:
@@ -119,12 +121,13 @@ def choose_contract(files: Iterable[SourceFile], bases=()) -> tuple[str, str]:
         data = read_regular(sf.path)
         if data is None:  # not a regular file: the record store reports it (RL903)
             continue
-        engines.update(_ENGINE_IMPORT.findall(data))
+        if len(engines) < 2:  # which engines it imports: only SGLang-and-not-vLLM matters
+            engines.update(_ENGINE_IMPORT.findall(data))
         if layerwise is None and any(c + b"(" in data for c in _LAYERWISE_CALLS):
             line = _call_line(data, _LAYERWISE_CALLS)
             if line:
                 layerwise = f"{sf.rel}:{line}"
-        if reruns is None and _PWAL.encode() + b"(" in data:
+        if reruns is None and _PWAL.encode() + b"(" in data and _MODULE_LOOP.search(data):
             line = _reruns_post_load(data)
             if line:
                 reruns = f"{sf.rel}:{line}"
@@ -471,15 +474,17 @@ def _analyse(
     seen = set(map(id, seeds))
     caches = [sf for sf in files if (store.facts(sf) or _NO_FACTS)[2] and id(sf) not in seen]
     seen.update(map(id, caches))
+    addr = [sf for sf in files if (store.facts(sf) or _NO_FACTS)[5] and id(sf) not in seen]
+    seen.update(map(id, addr))
     # classes that may inherit a base's post-load (simple base names found by the text scan)
     heirs = (
         [sf for sf in files if (store.facts(sf) or _NO_FACTS)[3] and id(sf) not in seen]
         if inherit
         else []
     )
-    progress.start("parsing", len(seeds) + len(caches) + len(heirs))
+    progress.start("parsing", len(seeds) + len(caches) + len(addr) + len(heirs))
     # a cold run keeps its worker pool for the batches of subclass modules (prefetch_batch)
-    store.prefetch(seeds + caches + heirs, keep_pool=True)
+    store.prefetch(seeds + caches + addr + heirs, keep_pool=True)
 
     found: dict[tuple, Finding] = {}
     try:
@@ -508,6 +513,11 @@ def _analyse(
                     for sf in view_files
                     if (store.facts(sf) or _NO_FACTS)[3] and view.get(sf.module) is sf
                 )
+            analyzer.addr_modules = sorted(
+                sf.module
+                for sf in view_files
+                if (store.facts(sf) or _NO_FACTS)[5] and view.get(sf.module) is sf
+            )
             analyzer.cache_modules = sorted(
                 sf.module
                 for sf in view_files
@@ -624,8 +634,8 @@ class _Texts:
         return self._store.text_of(rel) is not None
 
 
-_FACTS_VERSION = "6"
-_NO_FACTS = (False, False, False, (), False)
+_FACTS_VERSION = "7"
+_NO_FACTS = (False, False, False, (), False, False)
 
 
 def _text_facts(text: str, roots) -> tuple:
@@ -651,7 +661,25 @@ def _text_facts(text: str, roots) -> tuple:
         bool(_LAZY_CACHE_RE.search(text)),
         tuple(bases),
         "data_ptr()" in text and bool(_ALIAS_ASSERT_RE.search(text)),
+        _addr_keyed(text),
     )
+
+
+def _addr_keyed(text: str) -> bool:
+    """A subscript store keyed by a storage address (analysis/addrcache.py): `[...data_ptr()
+    ...] =` / `[id(...)] =`, or `[key] =` with `key = ...data_ptr()` earlier in the file."""
+    if "data_ptr()" not in text and "id(" not in text:
+        return False
+    if _ADDR_SUB_RE.search(text):
+        return True
+    for m in _ADDR_KEY_RE.finditer(text):
+        if re.search(r"\[\s*" + re.escape(m.group(1)) + r"\s*\]\s*=[^=]", text):
+            return True
+    return False
+
+
+_ADDR_SUB_RE = re.compile(r"\[[^\]\n]*(?:\.data_ptr\(\)|\bid\()[^\]\n]*\]\s*=[^=]")
+_ADDR_KEY_RE = re.compile(r"^[ \t]*(\w+)\s*=\s*[^\n]*(?:\.data_ptr\(\)|\bid\()", re.M)
 
 
 def _marker_files(store, files) -> list[str]:

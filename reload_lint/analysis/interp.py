@@ -17,6 +17,7 @@ import itertools
 from reload_lint.analysis import shapes as S
 from reload_lint.analysis import triage
 from reload_lint.analysis import values as V
+from reload_lint.analysis.addrcache import AddressCacheMixin
 from reload_lint.analysis.calls import CallMixin
 from reload_lint.analysis.comprehensions import elements
 from reload_lint.analysis.explainlog import ExplainMixin
@@ -66,6 +67,7 @@ class Analyzer(
     ExplainMixin,
     FeedsMixin,
     ExternalViewsMixin,
+    AddressCacheMixin,
 ):
     def __init__(self, index: ProjectIndex, root_names, apply_names, contract_for, scopes=()):
         self.index = index
@@ -187,6 +189,7 @@ class Analyzer(
                     self.findings[k] = fd
         self.run_lazy()
         self.run_apply_caches([*modules, *self.cache_modules])
+        self.run_address_caches(getattr(self, "addr_modules", ()))
         self.drop_unresolved_names()
         self.drop_stable_aliases()
         self.drop_hook_only()
