@@ -47,10 +47,12 @@ from reload_lint.findings import FileError
 # locals (`sizes`, index/lower_sizes.py); 18: comprehensions keep their generators
 # (`("t", kind, items, gens)`, `("d", items, gens)`), `(x := v)` emits `x = v` before its statement;
 # 19: a guard on `type(x).attr` names x (lower_guard._guard_base); 20: `fills_cache` on a
-# function that stores into a container attribute inside a block (a cache filled on first use)
-# 21: `patches` on a module-level function that replaces an engine class's method (a
-# decorator given the dotted target, `Cls.m = fn`, `setattr(Cls, "m", fn)`)
-EXTRACT_VERSION = "21"
+# function that stores into a container attribute inside a block (a cache filled on first use);
+# 21: `ret_test` on a function that is one `return <test>` (a predicate), `enum_attr` on a class
+# setting `_enum = E.X` (a platform's kind: analysis/platforms.py); 22: `patches` on a
+# module-level function that replaces an engine class's method (a decorator given the dotted
+# target, `Cls.m = fn`, `setattr(Cls, "m", fn)`)
+EXTRACT_VERSION = "22"
 # pack layout; 2: consumed-input results keep, per file, what the analysis read of its record
 PACK_VERSION = 2
 MAX_FILE_BYTES = 8 * 1024 * 1024

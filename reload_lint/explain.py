@@ -192,7 +192,23 @@ def explain_queries(queries: list[Query], result, gate_findings) -> list[dict]:
         for row in judged:
             if row["path"] != q.rel or row["line"] not in lines:
                 continue
-            if row["rule"] or row["target"] in seen_targets:
+            if row["target"] in seen_targets:
+                continue
+            if row["rule"]:
+                # judged an escape, but out of scope before any finding was made (a CPU
+                # backend, a branch the package's platform never takes: analysis/pathfacts.py)
+                why = dropped.get((row["path"], row["line"], row["rule"], row["target"]))
+                if why:
+                    decisions.append(
+                        {
+                            "target": row["target"],
+                            "status": "decided-safe",
+                            "fact": fact_of(why),
+                            "rule": row["rule"],
+                            "why": why,
+                        }
+                    )
+                    seen_targets.add(row["target"])
                 continue
             fact, why = row["safe"] or ("decided", "no rule applies")
             safe.setdefault(

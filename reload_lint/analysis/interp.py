@@ -37,7 +37,7 @@ from reload_lint.analysis.hooks import HookRootsMixin
 from reload_lint.analysis.identity import IdentityCastMixin
 from reload_lint.analysis.oracles import Oracles
 from reload_lint.analysis.pathfacts import BUILTIN_SCOPES, ONCE_NAMES, PathFactsMixin, _encloses
-from reload_lint.analysis.platforms import PlatformScopeMixin
+from reload_lint.analysis.platforms import PlatformBranchMixin, PlatformScopeMixin
 from reload_lint.analysis.prepinputs import PrepInputMixin
 from reload_lint.analysis.readers import ReaderMixin
 from reload_lint.analysis.resets import FlagResetMixin
@@ -58,6 +58,7 @@ class Analyzer(
     ReaderMixin,
     PathFactsMixin,
     PlatformScopeMixin,
+    PlatformBranchMixin,
     PrepInputMixin,
     FirstLoadMixin,
     FlagResetMixin,

@@ -46,7 +46,7 @@ class Scope:
     `qualname=True`, a glob over `module.qualname` of a frame on the path."""
 
     pattern: str
-    kind: str  # "no-graphs" | "no-update"
+    kind: str  # "no-graphs" | "no-update" | "unreachable" (a platform branch)
     why: str
     qualname: bool = False
 
@@ -128,13 +128,13 @@ class PathFactsMixin:
         if kind == "flagexit":
             _, ln, _c, _e, base, attr, sense, block = st
             where = (fr.func.get("qn", ""), block)
-            fr.guards = fr.guards + ((base, attr, _NOT[sense], fr.path, ln, where),)
+            self._add_guard(fr, (base, attr, _NOT[sense], fr.path, ln, where))
         elif kind == "flagon":
             _, ln, _c, _e, base, attr, sense, block = st
             if attr.startswith("<compat:"):
                 base = self._compat_verdict(fr, base, attr)
             where = (fr.func.get("qn", ""), block)
-            fr.guards = fr.guards + ((base, attr, sense, fr.path, ln, where),)
+            self._add_guard(fr, (base, attr, sense, fr.path, ln, where))
         elif kind == "flagoff":
             ln, attr = st[1], st[5]
             for i in range(len(fr.guards) - 1, -1, -1):
@@ -142,6 +142,14 @@ class PathFactsMixin:
                 if g[1] == attr and g[4] == ln and g[3] == fr.path:
                     fr.guards = fr.guards[:i] + fr.guards[i + 1 :]
                     break
+
+    def _add_guard(self, fr, g: tuple) -> None:
+        fr.guards = fr.guards + (g,)
+        if g[1].endswith("()") or g[1] == "<or>":
+            # a platform predicate the package's platform decides (analysis/platforms.py)
+            why = self.platform_guard_dead(fr.module, g)
+            if why is not None:
+                self.__dict__.setdefault("_dead_guards", {})[g] = why
 
     def _compat_verdict(self, fr, pair: str, attr: str) -> str:
         """Whether the copy branch of a copy-or-rebind test holds on an update: "holds|a|b",
@@ -285,6 +293,18 @@ class PathFactsMixin:
         return False
 
     # ------------------------------------------------------------------ scopes
+    def dead_branch(self, fr) -> Scope | None:
+        """The platform branch a store's path lies in that the package's platform never
+        takes (`if current_platform.is_rocm():` on a CUDA platform), if any."""
+        dead = self.__dict__.get("_dead_guards")
+        if not dead:
+            return None
+        for g in fr.guards:
+            why = dead.get(g)
+            if why is not None:
+                return Scope(f"{g[3]}:{g[4]}", "unreachable", why)
+        return None
+
     def scope_of(self, fr) -> Scope | None:
         """The no-graphs / no-update scope a store's path lies in, if any."""
         frames = fr.stack or ((fr.path, fr.module, fr.func.get("qn", "")),)
@@ -313,9 +333,13 @@ class PathFactsMixin:
     def note_report(self, fr, key: tuple) -> bool:
         """Called for every reported store; False when the store is out of scope."""
         if fr.mode != "post":
+            dead = self.dead_branch(fr)
+            if dead is not None:  # never runs where the package runs, in any mode
+                self.dropped.setdefault(key, dead.why)
+                return False
             self.note_hook_key(fr, key)
             return True
-        scope = self.scope_of(fr)
+        scope = self.dead_branch(fr) or self.scope_of(fr)
         if scope is not None:
             self.scoped.setdefault(key, scope)
             self.dropped.setdefault(key, scope.why)

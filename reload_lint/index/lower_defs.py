@@ -101,6 +101,12 @@ class DefLowering:
             "free": free,
             "guarded": any(s[0] == "assign" and s[6] for s in body),
         }
+        if lower_util.EXTENSIONS:
+            # `return current_platform.is_rocm() and envs.X`: a predicate the package's
+            # platform may decide (analysis/platforms.py)
+            ret = self.ret_test(node)
+            if ret is not None:
+                self.functions[qn]["ret_test"] = ret
         if any(_cache_fill(s) for s in body):
             # the first-forward analysis runs it too (analysis/interp.py run_lazy)
             self.functions[qn]["fills_cache"] = True
@@ -122,6 +128,7 @@ class DefLowering:
         methods: dict[str, str] = {}
         fields: list[tuple[str, bool]] = []
         consts: list[tuple[str, str]] = []
+        enum_attr = None
         ln, col, end = self.span(node)
         body = node.body if not self.is_suite(node.body) else []
         for stmt in body:
@@ -147,6 +154,9 @@ class DefLowering:
                 const = _class_const(stmt) if lower_util.EXTENSIONS else None
                 if const is not None:
                     consts.append(const)
+                enum = _enum_attr(stmt) if lower_util.EXTENSIONS else None
+                if enum is not None:
+                    enum_attr = enum
         self.classes[qn] = {
             "qn": qn,
             "bases": bases,
@@ -163,6 +173,9 @@ class DefLowering:
         if consts:
             # `NAME = "text"` in the class body (an enum's members naming backend classes)
             self.classes[qn]["consts"] = tuple(consts)
+        if enum_attr is not None:
+            # `_enum = PlatformEnum.CUDA` in the class body (a vLLM platform's kind)
+            self.classes[qn]["enum_attr"] = enum_attr
 
     def module(self, mod: ast.Module) -> None:
         for stmt in mod.body:
@@ -276,6 +289,20 @@ def _class_const(stmt) -> tuple[str, str] | None:
     if type(t) is ast.Name and type(v) is ast.Constant and isinstance(v.value, str):
         return (t.id, v.value)
     return None
+
+
+def _enum_attr(stmt) -> str | None:
+    """`_enum = PlatformEnum.X` (or `_enum: PlatformEnum = PlatformEnum.X`) -> its dotted
+    value as written."""
+    if type(stmt) is ast.Assign and len(stmt.targets) == 1:
+        t, v = stmt.targets[0], stmt.value
+    elif type(stmt) is ast.AnnAssign and stmt.value is not None:
+        t, v = stmt.target, stmt.value
+    else:
+        return None
+    if type(t) is not ast.Name or t.id != "_enum" or type(v) is not ast.Attribute:
+        return None
+    return _ast_dotted(v)
 
 
 def _cache_fill(st) -> bool:

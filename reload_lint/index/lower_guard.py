@@ -170,6 +170,79 @@ class GuardLowering:
                     return [(b, a, "none" if pos else "notnone") for b, a, _s in terms]
         return []
 
+    # ---- predicate functions -------------------------------------------------------------
+    def ret_test(self, node) -> tuple | None:
+        """What a predicate function returns, when its body (after a docstring) is one
+        `return <test>` and its decorators only cache (`@cache`, `@functools.lru_cache(...)`)
+        or bind (`@classmethod`, `@staticmethod`): the test's conjuncts, each
+        ("term", base, attr, sense) (`flag_terms` terms, `<or>` ones too),
+        ("enum", positive, members) (`self._enum == PlatformEnum.X`, `in (...)`, negated),
+        ("const", truth) (`return False`) or ("?",) (anything else). None when the function is
+        not of that form or says nothing a platform decides (analysis/platforms.py)."""
+        for d in node.decorator_list:
+            name = _ast_dotted(d.func if type(d) is ast.Call else d) or ""
+            if name.rpartition(".")[2] not in _PURE_DECOS:
+                return None
+        body = node.body
+        if body and type(body[0]) is ast.Expr and type(body[0].value) is ast.Constant:
+            body = body[1:]
+        if len(body) != 1 or type(body[0]) is not ast.Return or body[0].value is None:
+            return None
+        test = body[0].value
+        parts = test.values if type(test) is ast.BoolOp and type(test.op) is ast.And else [test]
+        out: list = []
+        for v in parts:
+            if type(v) is ast.Constant and type(v.value) is bool:
+                out.append(("const", v.value))
+                continue
+            enum = _enum_test(v)
+            if enum is not None:
+                out.append(("enum", *enum))
+                continue
+            terms = self.flag_terms(v, False)
+            if len(terms) == 1 and (type(v) is not ast.BoolOp or terms[0][1] == "<or>"):
+                out.append(("term", *terms[0]))
+            else:
+                out.append(("?",))
+        decided = ("const", "enum")
+        if not any(c[0] in decided or (c[0] == "term" and _calls(c)) for c in out):
+            return None
+        return tuple(out)
+
+
+_PURE_DECOS = frozenset(("cache", "lru_cache", "classmethod", "staticmethod"))
+
+
+def _calls(term) -> bool:
+    """Whether a ("term", ...) conjunct is (or, for `<or>`, holds) a predicate call."""
+    if term[2] == "<or>":
+        return any(a.endswith("()") for _b, a, _s in term[3])
+    return term[2].endswith("()")
+
+
+def _enum_test(test) -> tuple | None:
+    """`self._enum == E.X` / `!=` / `in (E.X, ...)` / `not in` (or `cls._enum`) ->
+    (positive, member names as written), else None."""
+    if type(test) is not ast.Compare or len(test.ops) != 1:
+        return None
+    left = test.left
+    if type(left) is not ast.Attribute or left.attr != "_enum":
+        return None
+    if type(left.value) is not ast.Name or left.value.id not in ("self", "cls"):
+        return None
+    op, right = type(test.ops[0]), test.comparators[0]
+    if op in (ast.In, ast.NotIn) and type(right) in (ast.List, ast.Tuple, ast.Set):
+        names = [_ast_dotted(e) for e in right.elts]
+        positive = op is ast.In
+    elif op in (ast.Eq, ast.NotEq, ast.Is, ast.IsNot) and type(right) is ast.Attribute:
+        names = [_ast_dotted(right)]
+        positive = op in (ast.Eq, ast.Is)
+    else:
+        return None
+    if not names or any(n is None or "." not in n for n in names):
+        return None
+    return (positive, tuple(names))
+
 
 def _member_terms(test) -> tuple:
     """(name, positive, members) for each conjunct of an `if` test that compares a local name
