@@ -41,7 +41,7 @@ class HookRootsMixin:
         if f["cls"] and (
             len(f["params"]) != 1 or {"staticmethod", "classmethod"} & set(f["decos"])
         ):
-            return False
+            return self._undeferred_layer_root(mod, f)
         if not f["cls"] and f.get("patches") and len(f["params"]) != 1:
             return False  # a method patched onto a class: `self` and what the reload passes
         contract = self.contract_for(self.index.path_of(mod))
@@ -49,6 +49,34 @@ class HookRootsMixin:
         # only where the fact was read from the audited tree: there every caller of a hook is
         # in view (an out-of-tree hook may be called by vLLM code the run does not read)
         return contract.layerwise and facts.hooks_take_args and facts.origin.startswith("tree:")
+
+    def _undeferred_layer_root(self, mod: str, f: dict) -> bool:
+        """A layer's own post-load (a method of an nn.Module class, given an argument) that
+        the reload read from the tree does not run: its layerwise pass runs a layer's own
+        `process_weights_after_loading` only for the classes it defers (attention layers,
+        `deferred_bases`), and a quant method's for the layer's `quant_method`. Only where
+        the facts were read from a tree (a release, or a `--base`), and not for a class whose
+        MRO the index cannot resolve to the end (an unknown base may be a deferred one)."""
+        if not f["cls"] or {"staticmethod", "classmethod"} & set(f["decos"]):
+            return False
+        contract = self.contract_for(self.index.path_of(mod))
+        facts = contract.facts
+        if not (contract.layerwise and facts.origin.startswith("tree:") and facts.deferred_at):
+            return False
+        key = f"{mod}:{f['cls']}"
+        if not self.index.is_module_class(key):
+            return False
+        bases = set(contract.deferred_bases)
+        names = {k.rsplit(":", 1)[-1].rsplit(".", 1)[-1] for k in self.index.mro(key)}
+        ext = self.index.external_bases(key)
+        names |= {b.rsplit(".", 1)[-1] for b in ext}
+        if names & bases:
+            return False
+        # every base resolved (project classes) or torch's: nothing unknown could defer it
+        if any(not b.startswith(("torch.", "nn.")) for b in ext):
+            return False
+        self.__dict__.setdefault("_undeferred", {})[(mod, f["qn"])] = key
+        return True
 
     def note_hook_call(self, fr, func, recv: tuple, callee: tuple, given: bool) -> None:
         """A call of a post-load name on a post-load path: record what it may run when the
@@ -133,6 +161,16 @@ class HookRootsMixin:
             f = self.index.function(mod, qn)
             where = f"{self.index.path_of(mod)}:{f['line']}" if f else mod
             facts = self.contract_for(fd.path).facts
+            if (mod, qn) in getattr(self, "_undeferred", {}):
+                self.dropped[key] = (
+                    f"reached only from {qn} ({where}), the post-load of a layer class the "
+                    f"reload does not defer: the layerwise pass runs a layer's own post-load "
+                    f"only for {', '.join(facts.deferred_bases)} ({facts.deferred_at}) and no "
+                    "post-load it runs calls this one, so an update never re-runs it (first "
+                    "load only)"
+                )
+                del self.findings[key]
+                continue
             self.dropped[key] = (
                 f"reached only from {qn} ({where}), a post-load hook that takes no argument: "
                 f"the reload calls post-load only with one ({facts.hooks_at}) and no post-load "

@@ -308,3 +308,50 @@ def test_hooks_patched_onto_a_base_class_are_post_load_roots(proj):
     assert any("patched over BaseKernel's post-load" in s.note for s in f.trace)
     # a function in a table is not a patch: `unrelated` is no root
     assert not [x for x in got.findings if x.target == "self.cfg"]
+
+
+LAYERS = """
+import torch
+
+from vllm.attention import AttentionLayerBase
+
+
+class PlainLayer(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.empty(4, 4))
+
+    def process_weights_after_loading(self, act_dtype):
+        # a layer's own post-load the layerwise pass does not run (not an attention layer)
+        self.w_t = self.weight.t().contiguous()
+
+    def forward(self, x):
+        return x @ self.w_t
+
+
+class MyAttention(torch.nn.Module, AttentionLayerBase):
+    def __init__(self):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.empty(4, 4))
+
+    def process_weights_after_loading(self, act_dtype):
+        # a deferred layer: its own post-load runs on every update
+        self.w_t = self.weight.t().contiguous()
+
+    def forward(self, x):
+        return x @ self.w_t
+"""
+
+
+def test_layer_post_load_the_base_reload_does_not_run(proj):
+    _base_tree(proj / "vllm-src", layerwise=True)
+    _write(
+        proj,
+        {
+            "vllm-src/vllm/attention.py": "class AttentionLayerBase:\n    pass\n",
+            "plugin/layers.py": LAYERS,
+        },
+    )
+    got = _run(proj, "vllm-src")
+    found = {f.symbol for f in got.findings if f.path == "plugin/layers.py"}
+    assert found == {"MyAttention.process_weights_after_loading"}
