@@ -23,8 +23,21 @@ from __future__ import annotations
 
 from reload_lint.findings import Finding, TraceStep
 from reload_lint.rules import RULES
+from reload_lint.summaries import torchapi as T
 
 _ADDR_METHODS = ("data_ptr",)
+
+
+def _attr(e) -> bool:
+    """A lowered attribute read `("a", base, name)`."""
+    return (
+        isinstance(e, tuple)
+        and len(e) == 3
+        and e[0] == "a"
+        and isinstance(e[1], tuple)
+        and bool(e[1])
+        and isinstance(e[2], str)
+    )
 
 
 class AddressCacheMixin:
@@ -40,7 +53,11 @@ class AddressCacheMixin:
             return
         # names of imported modules and functions: `torch.ops.x.prep(w)` reads `w`, and
         # `torch.ops.x` is a function's path, not a tensor
-        self._addr_imported = frozenset(rec.get("imports", {}))
+        imports = rec.get("imports", {})
+        self._addr_imported = frozenset(imports)
+        if not any(str(v).split(".", 1)[0] == "torch" for v in imports.values()):
+            return  # no tensor code here: an `id()`-keyed memo of other objects
+        self._addr_torch = frozenset(k for k, v in imports.items() if str(v).startswith("torch"))
         for qn, f in sorted(rec["functions"].items()):
             if f["name"] in self.root_names:
                 continue
@@ -57,26 +74,34 @@ class AddressCacheMixin:
                 if got:
                     return got
             return None
-        if e[0] != "c":
+        if e[0] != "c" or len(e) < 3 or not _attr(e[1]) and e[1] != ("n", "id"):
             return None
         func = e[1]
-        if func[0] == "a" and func[2] in _ADDR_METHODS:
+        if _attr(func) and func[2] in _ADDR_METHODS:
             recv = func[1]
-            if recv[0] == "c" and recv[1][0] == "a" and recv[1][2] == "untyped_storage":
+            if (
+                isinstance(recv, tuple)
+                and len(recv) > 1
+                and recv[0] == "c"
+                and _attr(recv[1])
+                and recv[1][2] == "untyped_storage"
+            ):
                 recv = recv[1][1]
-            if recv[0] == "a" and recv[2] == "data":
+            if _attr(recv) and recv[2] == "data":
                 recv = recv[1]
-            if recv[0] == "a":
+            if _attr(recv):
                 return self.render(recv), f"`{self.render(e)}`"
             return None
-        if func == ("n", "id") and len(e) > 2 and len(e[2]) == 1 and e[2][0][0] == "a":
-            return self.render(e[2][0]), f"`id({self.render(e[2][0])})`"
+        args = e[2]
+        if func == ("n", "id") and isinstance(args, tuple) and len(args) == 1 and _attr(args[0]):
+            return self.render(args[0]), f"`id({self.render(args[0])})`"
         return None
 
     def _address_function(self, mod: str, qn: str, f: dict) -> None:
         path = self.index.path_of(mod)
         keys: dict[str, tuple[str, str, int]] = {}  # local -> (chain, how, line)
         derived: dict[str, str] = {}  # local -> chain its value is computed from
+        derived_ops: set[str] = set()  # locals whose value a tensor op computed
         for st in f["body"]:
             if st[0] != "assign":
                 continue
@@ -93,20 +118,26 @@ class AddressCacheMixin:
                         derived[tgt[1]] = chain
                     else:
                         derived.pop(tgt[1], None)
+                    if self._tensor_op(value, derived_ops):
+                        derived_ops.add(tgt[1])
+                    else:
+                        derived_ops.discard(tgt[1])
                     continue
-                if tgt[0] != "s":
+                if tgt[0] != "s" or len(tgt) < 3 or not isinstance(tgt[2], tuple) or not tgt[2]:
                     continue
                 key_e = tgt[2]
                 got = self._address_of(key_e)
                 if got:
                     chain, how, kline = (*got, st[1])
-                elif key_e[0] == "n" and key_e[1] in keys:
+                elif key_e[0] == "n" and len(key_e) > 1 and key_e[1] in keys:
                     chain, how, kline = keys[key_e[1]]
                 else:
                     continue
                 made = self._computed_from(value, derived)
                 if made != chain:
                     continue
+                if how.startswith("`id(") and not self._tensor_op(value, derived_ops):
+                    continue  # `id()` of any object: a tensor only if a tensor op makes the value
                 self._address_finding(mod, path, qn, f, st, tgt, chain, how, kline)
 
     def _computed_from(self, e, derived: dict) -> str | None:
@@ -125,6 +156,30 @@ class AddressCacheMixin:
                 chains.append(derived[name])
         return chains[0] if len(set(chains)) == 1 else None
 
+    def _tensor_op(self, e, ops: set, depth: int = 0) -> bool:
+        """Whether `e` computes a tensor: a tensor method (`.t()`, `.float()`, a view), a
+        call through torch (`torch.cat(...)`, `torch.ops.x.prep(...)`), or a local one made."""
+        if depth > 30 or not isinstance(e, tuple) or not e:
+            return False
+        if not isinstance(e[0], str):
+            return any(self._tensor_op(x, ops, depth + 1) for x in e)
+        if e[0] == "n":
+            return len(e) > 1 and e[1] in ops
+        if e[0] == "c" and len(e) > 2:
+            func = e[1]
+            if _attr(func) and (
+                func[2] in T.VIEW_METHODS
+                or func[2] in T.CAST_METHODS
+                or func[2] in T.TENSOR_ONLY_METHODS
+            ):
+                return True
+            root = func
+            while _attr(root):
+                root = root[1]
+            if root[:1] == ("n",) and root[1] in getattr(self, "_addr_torch", ()):
+                return True
+        return any(self._tensor_op(x, ops, depth + 1) for x in e[1:] if isinstance(x, tuple))
+
     def _chains_in(self, e, out: list, depth: int) -> None:
         if depth > 30 or not isinstance(e, tuple) or not e:
             return
@@ -132,7 +187,7 @@ class AddressCacheMixin:
             for part in e:
                 self._chains_in(part, out, depth + 1)
             return
-        if e[0] == "a" and len(e) == 3 and isinstance(e[2], str) and e[1][0] in ("n", "a"):
+        if _attr(e) and e[1][0] in ("n", "a"):
             if e[2] in ("data", "T", "mT", "shape", "dtype", "device"):
                 self._chains_in(e[1], out, depth + 1)
                 return
@@ -140,7 +195,7 @@ class AddressCacheMixin:
             if text.split(".", 1)[0] not in getattr(self, "_addr_imported", ()):
                 out.append(text)
             return
-        if e[0] == "c" and e[1][0] == "a":
+        if e[0] == "c" and len(e) > 2 and _attr(e[1]):
             # `w.t()`: the receiver is the tensor; the method name is not an attribute read
             self._chains_in(e[1][1], out, depth + 1)
             for part in e[2:]:
