@@ -47,8 +47,9 @@ from reload_lint.findings import FileError
 # locals (`sizes`, index/lower_sizes.py); 18: comprehensions keep their generators
 # (`("t", kind, items, gens)`, `("d", items, gens)`), `(x := v)` emits `x = v` before its statement;
 # 19: a guard on `type(x).attr` names x (lower_guard._guard_base); 20: `fills_cache` on a
-# function that stores into a container attribute inside a block (a cache filled on first use)
-EXTRACT_VERSION = "20"
+# function that stores into a container attribute inside a block (a cache filled on first use);
+# 21: the `else` of a plain `if <flag test>:` gets the test's flags, the opposite sense
+EXTRACT_VERSION = "21"
 # pack layout; 2: consumed-input results keep, per file, what the analysis read of its record
 PACK_VERSION = 2
 MAX_FILE_BYTES = 8 * 1024 * 1024

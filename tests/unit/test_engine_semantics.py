@@ -246,3 +246,29 @@ def test_a_lambda_captures_what_it_reads_not_its_keyword_names(tmp_path):
     bound = src.format(attr="bound", arg="perm")
     res = check_files(tmp_path, {"pkg/__init__.py": "", "pkg/a.py": late, "pkg/b.py": bound})
     assert [(f.path, f.rule) for f in res.findings] == [("pkg/b.py", "RL103")]
+
+
+ELSE_GUARD = """import torch
+
+
+class Kernel:
+    def process_weights_after_loading(self, layer):
+        ws = torch.zeros(8, dtype=torch.int32)
+        if getattr(self, "{flag}", None) is not None:
+            self.{flag}.copy_(ws)
+        else:
+            self.{store} = ws
+
+    def apply_weights(self, layer, x):
+        return x + self.{store}
+"""
+
+
+def test_the_else_of_a_flag_test_runs_only_while_the_test_fails(tmp_path):
+    """`if getattr(self, "ws", None) is not None: ... else: self.ws = t` stores only while
+    `self.ws` is None: the first load's tensor stays (the keep-and-copy codemod's `if`/`else`).
+    An `else` that stores another attribute than the one tested still runs on every update."""
+    kept = _run(tmp_path / "a", {"pkg/k.py": ELSE_GUARD.format(flag="ws", store="ws")})
+    assert _found(kept) == set()
+    other = _run(tmp_path / "b", {"pkg/k.py": ELSE_GUARD.format(flag="other", store="ws")})
+    assert {r for _, _, r in _found(other)} == {"RL102"}
