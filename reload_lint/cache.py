@@ -48,7 +48,8 @@ from reload_lint.findings import FileError
 # (`("t", kind, items, gens)`, `("d", items, gens)`), `(x := v)` emits `x = v` before its statement;
 # 19: a guard on `type(x).attr` names x (lower_guard._guard_base); 20: `fills_cache` on a
 # function that stores into a container attribute inside a block (a cache filled on first use);
-# 21: the `else` of a plain `if <flag test>:` gets the test's flags, the opposite sense
+# 21: the `else` of a plain `if <flag test>:` gets the test's flags, the opposite sense, and
+# the lazy guard of `if X is not None: ... else: <init>`
 EXTRACT_VERSION = "21"
 # pack layout; 2: consumed-input results keep, per file, what the analysis read of its record
 PACK_VERSION = 2

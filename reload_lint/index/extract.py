@@ -265,7 +265,9 @@ class _Extractor(SourceText, ExprLowering, GuardLowering, DefLowering):
                     for base, attr, sense in else_flags:
                         body = (*self.block_path, self.block_ids + 1)
                         out.append(("flagon", ln, col, end, base, attr, _INVERT[sense], body))
-                    self.block(cur.orelse, out, guard, func_qn, cls_qn)
+                    # and, as `if X is None: <init>` does, a lazy guard (first-use init)
+                    eg = self.else_lazy_guard(node.test, cur.orelse) if cur is node else None
+                    self.block(cur.orelse, out, eg or guard, func_qn, cls_qn)
                     for base, attr, _sense in reversed(else_flags):
                         out.append(("flagoff", ln, col, end, base, attr))
                     if rebind is not None and compat[3]:

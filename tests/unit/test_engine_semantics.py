@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from _engine_util import check_files
 
 from reload_lint.engine import _module_name
@@ -272,3 +273,21 @@ def test_the_else_of_a_flag_test_runs_only_while_the_test_fails(tmp_path):
     assert _found(kept) == set()
     other = _run(tmp_path / "b", {"pkg/k.py": ELSE_GUARD.format(flag="other", store="ws")})
     assert {r for _, _, r in _found(other)} == {"RL102"}
+
+
+REBUILT_KEEP = 'import torch\n\n\ndef to_mma(w: torch.Tensor) -> torch.Tensor:\n    return w.t().contiguous()\n\n\nclass Experts:\n    def __init__(self, n: int) -> None:\n        self.n = n\n        self.w_mma = None\n        self.workspace = torch.empty(n * 16)\n\n    def process_weights_after_loading(self, layer: torch.nn.Module) -> None:\n        w_mma = to_mma(layer.w13_weight)\n        if getattr(self, "w_mma", None) is not None:\n            _copy_into_kept(self.w_mma, w_mma)\n        else:\n            self.w_mma = w_mma\n\n    def apply(self, x: torch.Tensor) -> torch.Tensor:\n        return x @ self.w_mma\n\n\nclass Kernel:\n    def __init__(self, experts: Experts) -> None:\n        self.experts = experts\n\n\nclass Method:\n    def create_weights(self, layer: torch.nn.Module, n: int) -> None:\n        layer.register_parameter("w13_weight", torch.nn.Parameter(torch.ones(n, n), requires_grad=False))\n\n    def process_weights_after_loading(self, layer: torch.nn.Module) -> None:\n        self.kernel = Kernel(Experts(4))\n        self.kernel.experts.process_weights_after_loading(layer)\n\n    def apply(self, layer: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:\n        return self.kernel.experts.apply(x)\n\n\ndef _copy_into_kept(kept, new):\n    kept.copy_(new)\n'
+
+
+@pytest.mark.parametrize("form", ["else", "two ifs"])
+def test_a_kept_copy_on_a_rebuilt_object_is_first_use_init_in_either_form(tmp_path, form):
+    """`if getattr(self, "x", None) is not None: <copy> else: self.x = t` on an object that
+    post-load rebuilds is read as the two-`if` form is (`if ... is None: self.x = t`): a
+    fresh object has no `x`, so the store runs on every update (RL108), not run-once."""
+    code = REBUILT_KEEP
+    if form == "two ifs":
+        code = code.replace(
+            "        else:\n            self.w_mma = w_mma\n",
+            '        if getattr(self, "w_mma", None) is None:\n            self.w_mma = w_mma\n',
+        )
+    got = _run(tmp_path, {"pkg/k.py": code})
+    assert ("pkg/k.py", 19, "RL108") in _found(got)
