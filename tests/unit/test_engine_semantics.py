@@ -291,3 +291,38 @@ def test_a_kept_copy_on_a_rebuilt_object_is_first_use_init_in_either_form(tmp_pa
         )
     got = _run(tmp_path, {"pkg/k.py": code})
     assert ("pkg/k.py", 19, "RL108") in _found(got)
+
+
+PADDED_REPLACE = """import torch
+import torch.nn.functional as F
+
+
+def replace(layer, name, new):
+    old = getattr(layer, name)
+    if old.shape == new.shape and old.dtype == new.dtype:
+        old.data.copy_(new)
+    else:
+        old.data = new
+
+
+class Kernel:
+    def create_weights(self, layer, n, k):
+        layer.register_parameter("weight", torch.nn.Parameter(torch.empty(n, k)))
+
+    def process_weights_after_loading(self, layer):
+        replace(layer, "weight", F.pad(layer.weight.data, (0, 16)))
+
+    def apply_weights(self, layer, x):
+        return x @ layer.weight.t()
+"""
+
+
+def test_a_copy_test_against_a_padded_checkpoint_parameter_depends_on_the_contract(tmp_path):
+    """The copy-or-rebind test compares the checkpoint Parameter with a padded tensor. Under
+    `inplace-only` it never holds (the first pass rebinds, the next in-place load meets the
+    re-bound Parameter): the `.data` swap is reported. Under `vllm-layerwise` the copy-back
+    keeps the first pass's storage: nothing is reported (vLLM 0.33's replace_parameter)."""
+    files = {"pkg/k.py": PADDED_REPLACE}
+    assert _found(_run(tmp_path / "a", files)) == set()
+    got = _run(tmp_path / "b", files, contract="inplace-only")
+    assert ("pkg/k.py", 10, "RL106") in _found(got)
