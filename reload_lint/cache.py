@@ -52,7 +52,9 @@ from reload_lint.findings import FileError
 # setting `_enum = E.X` (a platform's kind: analysis/platforms.py); 22: `patches` on a
 # module-level function that replaces an engine class's method (a decorator given the dotted
 # target, `Cls.m = fn`, `setattr(Cls, "m", fn)`)
-EXTRACT_VERSION = "22"
+# 23: the `else` of a plain `if <flag test>:` gets the test's flags, the opposite sense, and
+# the lazy guard of `if X is not None: ... else: <init>`
+EXTRACT_VERSION = "23"
 # pack layout; 2: consumed-input results keep, per file, what the analysis read of its record
 PACK_VERSION = 2
 MAX_FILE_BYTES = 8 * 1024 * 1024

@@ -20,7 +20,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from reload_lint.confirm.patched import PatchError, SourceFix, from_patch, module_name
+from reload_lint.confirm.patched import (
+    PatchError,
+    SourceFix,
+    from_patch,
+    merge_fixes,
+    module_name,
+)
 
 #: a storage the patch's added lines register under a name of its own (its new home, linked by
 #: the census in addition to the finding's target)
@@ -93,9 +99,27 @@ def fixed_runs(
             groups.setdefault((s.canonical, "source", src.sha256), []).append((s, src))
         elif s.canonical in fixes:
             groups.setdefault((s.canonical, "monkeypatch", ""), []).append((s, None))
+    # every codemod of the build, by target: the fixed side of one site applies them all
+    # (its own, and each other target's in place of that target's monkeypatch)
+    codemods: dict[str, SourceFix] = {}
+    for s in sites:
+        src = sources.get(s.finding.fingerprint)
+        if isinstance(src, SourceFix) and src.kind == "codemod":
+            codemods.setdefault(s.canonical, src)
     overlays: dict[str, str] = {}
-    for (canon, how, sha), members in sorted(groups.items(), key=lambda kv: kv[0]):
-        others = sorted(t for t in fixes if t != canon)
+    for (canon, how, _sha), members in sorted(groups.items(), key=lambda kv: kv[0]):
+        src = members[0][1]
+        with_ = {}
+        if src is not None and src.kind == "codemod":
+            with_ = {t: fx for t, fx in sorted(codemods.items()) if t != canon and fx is not src}
+        applied, held = src, {}
+        if with_:
+            try:
+                applied = merge_fixes([src, *with_.values()])
+                held = with_
+            except PatchError as exc:
+                held = {"": str(exc)}
+        others = sorted(t for t in fixes if t != canon and t not in held)
         spec = {
             **common,
             "fixed": True,
@@ -104,23 +128,30 @@ def fixed_runs(
             "findings": [s.spec_entry() for s, _ in members],
             "fix_source": "monkeypatch",
         }
-        src = members[0][1]
         if src is not None:
-            if sha not in overlays:
-                overlays[sha] = str(src.overlay(overlay_parent))
+            assert applied is not None
+            if applied.sha256 not in overlays:
+                overlays[applied.sha256] = str(applied.overlay(overlay_parent))
             spec.update(
                 fix_source=src.kind,
                 patch_sha256=src.sha256,
                 patch_label=src.label,
-                overlay=overlays[sha],
-                patched=[{"path": p, "module": module_name(p)} for p in sorted(src.files)],
+                overlay=overlays[applied.sha256],
+                patched=[{"path": p, "module": module_name(p)} for p in sorted(applied.files)],
                 lines={
-                    s.finding.fingerprint: src.lines_for(
+                    s.finding.fingerprint: applied.lines_for(
                         s.finding.path, s.finding.line, s.finding.end_line or s.finding.line
                     )
                     for s, _ in members
                 },
+                # the own patch's new homes only: another target's are that target's
                 links=new_homes(src.patch),
+                codemods_with=[
+                    f"codemod of {t}: {fx.label + ', ' if fx.label else ''}sha256 {fx.sha256[:12]}"
+                    if isinstance(fx, SourceFix)
+                    else f"the other targets' codemods not applied with this one: {fx}"
+                    for t, fx in held.items()
+                ],
             )
         runs.append(spec)
     return runs, refused
@@ -141,6 +172,7 @@ def fix_fields(canonical: str, recipe, spec: dict, fx: dict) -> dict:
         fixes = recipe.fixes_for(spec["targets"])
         out["fix"] = fixes[own].description if own in fixes else None
         return out
+    out["isolation"] = [*spec.get("codemods_with", []), *others]
     files = [p["path"] for p in spec.get("patched", [])]
     what = "the codemod's patch" if how == "codemod" else "the checkout's changes"
     label = f"{spec['patch_label']}, " if spec.get("patch_label") else ""

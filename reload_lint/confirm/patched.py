@@ -293,6 +293,96 @@ def from_patch(patch: str, kind: str = "codemod", sha256: str | None = None) -> 
     return fix
 
 
+def _blocks(applied: Applied) -> list[tuple[int, int, tuple[str, ...]]]:
+    """The change blocks of one placed patch, context dropped: (first old line, end, the
+    lines put in their place), 0-based on the text the patch was applied to."""
+    out = []
+    for h, at, _ in applied.placed:
+        oi = at
+        start, removed, added = None, 0, []
+        for ln in [*h.lines, " "]:
+            tag = ln[:1]
+            if tag in ("-", "+"):
+                if start is None:
+                    start = oi
+                if tag == "-":
+                    removed += 1
+                    oi += 1
+                else:
+                    added.append(ln[1:])
+                continue
+            if start is not None:
+                out.append((start, start + removed, tuple(added)))
+                start, removed, added = None, 0, []
+            oi += 1
+    return out
+
+
+def _slide_up(block, src: list[str]):
+    """A pure insertion moved as high as the text allows (the same lines inserted one line
+    lower or higher read the same: diffs of two patches may place one helper differently)."""
+    start, end, added = block
+    if start != end or not added:
+        return block
+    lines = list(added)
+    while start > 0 and lines[-1] == src[start - 1]:
+        lines = [src[start - 1], *lines[:-1]]
+        start -= 1
+    return start, start, tuple(lines)
+
+
+def _place(block: tuple[int, int, tuple[str, ...]]) -> tuple[int, bool]:
+    return block[0], block[1] > block[0]
+
+
+def merge_fixes(fixes: list[SourceFix], kind: str = "codemod") -> SourceFix:
+    """One fix from several codemod patches of the same sources (a layer with several
+    findings: every codemod applied at once). Each patch is placed on the original text by
+    itself; their change blocks (context dropped) are laid together: a block two patches both
+    make (an import, a helper) once, insertions at one place in patch order, and blocks that
+    change the same lines differently are a PatchError. The merged file must compile."""
+    if len(fixes) == 1:
+        return fixes[0]
+    from reload_lint.fix.rewrite import unified
+
+    root = fixes[0].root
+    paths = sorted({p for fx in fixes for p in fx.files})
+    diff = []
+    for path in paths:
+        assert root is not None
+        base = (root / path).read_text(encoding="utf-8")
+        src = base.splitlines()
+        blocks: list[tuple[int, int, tuple[str, ...]]] = []
+        for fx in fixes:
+            if fx.root != root:
+                raise PatchError(f"{path}: the patches apply under {fx.root} and {root}")
+            if path in fx.applied:
+                for b in _blocks(fx.applied[path]):
+                    b = _slide_up(b, src)
+                    if b not in blocks:
+                        blocks.append(b)
+        # by place; an insertion before a replacement that starts where it is; else in order
+        order = sorted(range(len(blocks)), key=lambda i: (*_place(blocks[i]), i))
+        blocks = [blocks[i] for i in order]
+        for (_, e1, _), (s2, _, _) in zip(blocks, blocks[1:], strict=False):
+            if s2 < e1:
+                raise PatchError(f"{path}: two codemods change line {s2 + 1} differently")
+        out: list[str] = []
+        pos = 0
+        for start, end, added in blocks:
+            out.extend(src[pos:start])
+            out.extend(added)
+            pos = max(pos, end)
+        out.extend(src[pos:])
+        text = "\n".join(out) + ("\n" if base.endswith("\n") or not base else "")
+        try:
+            compile(text, path, "exec")
+        except SyntaxError as exc:
+            raise PatchError(f"{path}: the codemods together do not compile: {exc}") from exc
+        diff.append(unified(path, base, text))
+    return from_patch("".join(diff), kind)
+
+
 def finding_patch(raw: dict) -> tuple[str, str | None, str] | None:
     """(patch, sha256, "shape, applicability") of a findings-JSON finding's codemod
     (``remedy.patch`` / ``remedy.patch_sha256``, or their flat mirrors ``fix_patch`` /

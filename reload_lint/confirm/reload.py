@@ -61,13 +61,119 @@ def default_post_load(module: torch.nn.Module) -> bool:
     if qm is not None and hasattr(qm, "process_weights_after_loading"):
         qm.process_weights_after_loading(module)
         return True
-    if any(c.__name__ == "QuantizeMethodBase" for c in type(module).__mro__):
+    if _is_quant_method(module):
         return False  # a quant method that is also a module: its layer runs it
     own = getattr(type(module), "process_weights_after_loading", None)
     if own is not None and callable(own):
         module.process_weights_after_loading()
         return True
     return False
+
+
+HOOK = "process_weights_after_loading"
+
+
+def _is_quant_method(obj) -> bool:
+    return any(c.__name__ == "QuantizeMethodBase" for c in type(obj).__mro__)
+
+
+def _positional(fn) -> int | None:
+    """How many positional arguments a bound ``fn`` takes (None: any number, or unknown)."""
+    import inspect
+
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
+    n = 0
+    for p in sig.parameters.values():
+        if p.kind is p.VAR_POSITIONAL:
+            return None
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty:
+            n += 1
+    return n
+
+
+def _method_objects(module: torch.nn.Module) -> list[tuple[str, object]]:
+    """The objects a layer holds (by attribute, or one level inside a list, tuple or dict
+    attribute) that have a ``process_weights_after_loading``: its quant method, scheme or
+    kernel, under whatever name. Modules (post-loaded as modules of their own), tensors and
+    classes are not method objects."""
+    out: list[tuple[str, object]] = []
+    seen: set[int] = set()
+
+    def add(where: str, v) -> None:
+        if id(v) in seen or isinstance(v, (torch.nn.Module, torch.Tensor, type)):
+            return
+        if callable(getattr(type(v), HOOK, None)):
+            seen.add(id(v))
+            out.append((where, v))
+
+    for name, v in vars(module).items():
+        if name in ("_parameters", "_buffers", "_modules"):
+            continue
+        if isinstance(v, (list, tuple)):
+            for i, item in enumerate(v):
+                add(f"{name}[{i}]", item)
+        elif isinstance(v, dict):
+            for k, item in v.items():
+                add(f"{name}[{k!r}]", item)
+        else:
+            add(name, v)
+    return out
+
+
+def find_post_load(module: torch.nn.Module) -> list[tuple[str, Callable[[], object]]]:
+    """Where a harness layer holds its post-load, as (where, call) pairs:
+
+    * its quant method at ``layer.quant_method`` (vLLM's loader), called with the layer;
+    * else the layer's own ``process_weights_after_loading`` (a layer that processes itself:
+      called with no argument, or with the default dtype when it takes one, as vLLM's reload
+      calls an attention layer's ``process_weights_after_loading(model_config.dtype)``);
+    * else every method object the layer holds under any other attribute (``layer.scheme``,
+      ``layer.kernel``, an element of ``layer.methods``), each called with the layer (or with
+      nothing when its hook takes no argument), in attribute order.
+
+    A module that is itself a quant method has none (its layer runs it)."""
+    qm = getattr(module, "quant_method", None)
+    if qm is not None and hasattr(qm, HOOK):
+        return [("quant_method", lambda: qm.process_weights_after_loading(module))]
+    if _is_quant_method(module):
+        return []
+    own = getattr(type(module), HOOK, None)
+    if own is not None and callable(own):
+        hook = getattr(module, HOOK)
+        if _positional(hook) == 1:
+            return [("self", lambda: hook(torch.get_default_dtype()))]
+        return [("self", hook)]
+    calls = []
+    for where, obj in _method_objects(module):
+        hook = getattr(obj, HOOK)
+        if _positional(hook) == 0:
+            calls.append((where, hook))
+        else:
+            calls.append((where, lambda hook=hook: hook(module)))
+    return calls
+
+
+def harness_post_load(module: torch.nn.Module) -> bool:
+    """A recipe's default post-load: every hook ``find_post_load`` finds; True if one ran."""
+    calls = find_post_load(module)
+    for _, call in calls:
+        call()
+    return bool(calls)
+
+
+def post_load_component(layer) -> object | None:
+    """The method object whose post-load the harness ran on ``layer`` (None when the layer
+    processes itself, or has none)."""
+    qm = getattr(layer, "quant_method", None)
+    if qm is not None:
+        return qm
+    if not isinstance(layer, torch.nn.Module) or callable(getattr(type(layer), HOOK, None)):
+        return None
+    found = _method_objects(layer)
+    return found[0][1] if found else None
 
 
 def post_load_model(model: torch.nn.Module, post_load: Callable = default_post_load) -> int:

@@ -8,7 +8,7 @@ new tensor bound, exactly as before.
             self.workspace.copy_(workspace)
         else:
             self.workspace = workspace
-    if getattr(self, "workspace", None) is None:
+    else:
         self.workspace = workspace
 
 Applicability `safe`: the first load binds what it bound before; a later load that can copy,
@@ -34,7 +34,7 @@ def plan(store: Store, ind: str) -> Plan:
         f"{i2}{t}.copy_({v})\n"
         f"{i1}else:\n"
         f"{i2}{t} = {v}\n"
-        f'if getattr({b}, "{a}", None) is None:\n'
+        f"else:\n"
         f"{i1}{t} = {v}\n"
     )
     del i3
@@ -65,7 +65,7 @@ def plan_register(store: Store, ind: str, kwargs: list[str]) -> Plan:
         f"{ind * 2}{t}.copy_({v})\n"
         f"{ind}else:\n"
         f"{ind * 2}{reg}"
-        f'if getattr({b}, "{a}", None) is None:\n'
+        f"else:\n"
         f"{ind}{reg}"
     )
     return Plan(

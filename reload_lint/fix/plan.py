@@ -139,7 +139,13 @@ def _shape_for(
         # the analysis saw allocated in the function itself
         if _allocated_here(f):
             shapes.append(lambda: keep.plan(store, ind))
-        shapes.append(lambda: rebuilt.plan(store, ind, "object"))
+        if not (f.masked and store.base == "layer" and store.attr in api.parameter_names):
+            shapes.append(lambda: rebuilt.plan(store, ind, "object"))
+        elif not shapes:
+            # a checkpoint Parameter re-bound (the next load fails, `masked`): the loaded
+            # Parameter is there on the first load, so keeping "the first object" copies into
+            # it, and the helper raises on the first load when post-load changed its shape
+            return "a checkpoint Parameter re-bound by post-load: only a copy into it keeps it"
     elif rule == "RL107" and _binds_registered_tensor(f):
         # a registered tensor (or a view of one) bound into an object (a quant config's
         # scale): on a reload copy the reloaded values into the tensor the first load bound,

@@ -253,7 +253,23 @@ class _Extractor(SourceText, ExprLowering, GuardLowering, DefLowering):
                 else:
                     if rebind is not None and compat[3]:
                         out.append(rebind)
-                    self.block(cur.orelse, out, guard, func_qn, cls_qn)
+                    # the `else` of `if <flag test>:` runs only when the test fails: each term
+                    # whose holding is enough for the test (the exit form's terms) guards it
+                    # with the opposite sense (`if getattr(B, "x", None) is not None: ...
+                    # else: B.x = t` stores only while `B.x` is None); only after a plain `if`
+                    else_flags = []
+                    if lower_util.EXTENSIONS and cur is node and not exits:
+                        else_flags = _local_flag_terms(
+                            self.flag_terms(node.test, True), self.local_flags
+                        )
+                    for base, attr, sense in else_flags:
+                        body = (*self.block_path, self.block_ids + 1)
+                        out.append(("flagon", ln, col, end, base, attr, _INVERT[sense], body))
+                    # and, as `if X is None: <init>` does, a lazy guard (first-use init)
+                    eg = self.else_lazy_guard(node.test, cur.orelse) if cur is node else None
+                    self.block(cur.orelse, out, eg or guard, func_qn, cls_qn)
+                    for base, attr, _sense in reversed(else_flags):
+                        out.append(("flagoff", ln, col, end, base, attr))
                     if rebind is not None and compat[3]:
                         out.append(("flagoff", ln, col, end, rebind[4], rebind[5]))
                     break

@@ -51,6 +51,38 @@ class GuardLowering:
                     return (base, inner.attr)
         return None
 
+    def else_lazy_guard(self, test, orelse) -> tuple | None:
+        """The lazy guard of an `else` branch that initializes the attribute it tests: `if
+        self._x is not None: ... else: self._x = <init>` (also `getattr(self, "_x", None) is
+        not None`, `hasattr(self, "_x")`; one test, no `and` / `or`), read as `if self._x is
+        None: self._x = <init>` is. An `else` that stores only other attributes is not a
+        first-use init of the tested one."""
+        got = None
+        tp = type(test)
+        if tp is ast.Compare and len(test.ops) == 1:
+            if type(test.ops[0]) in (ast.IsNot, ast.NotEq) and _is_const(test.comparators[0], None):
+                left = test.left
+                if type(left) is ast.Attribute:
+                    base = _guard_base(left.value)
+                    if base:
+                        got = (base, left.attr)
+                elif type(left) is ast.Call and _ast_dotted(left.func) == "getattr":
+                    got = self._getattr_guard(left)
+        elif tp is ast.Call and _ast_dotted(test.func) == "hasattr":
+            got = self._getattr_guard(test)
+        if got is None:
+            return None
+        for st in orelse:
+            for node in ast.walk(st):
+                targets = node.targets if type(node) is ast.Assign else []
+                if type(node) in (ast.AnnAssign, ast.AugAssign):
+                    targets = [node.target]
+                for t in targets:
+                    if type(t) is ast.Attribute and t.attr == got[1]:
+                        if _ast_dotted(t.value) == got[0]:
+                            return got
+        return None
+
     def _getattr_guard(self, call) -> tuple | None:
         args = _call_args(call)
         if len(args) >= 2 and self.simple_string(args[1][0]):

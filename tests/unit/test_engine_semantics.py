@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from _engine_util import check_files
 
 from reload_lint.engine import _module_name
@@ -246,3 +247,82 @@ def test_a_lambda_captures_what_it_reads_not_its_keyword_names(tmp_path):
     bound = src.format(attr="bound", arg="perm")
     res = check_files(tmp_path, {"pkg/__init__.py": "", "pkg/a.py": late, "pkg/b.py": bound})
     assert [(f.path, f.rule) for f in res.findings] == [("pkg/b.py", "RL103")]
+
+
+ELSE_GUARD = """import torch
+
+
+class Kernel:
+    def process_weights_after_loading(self, layer):
+        ws = torch.zeros(8, dtype=torch.int32)
+        if getattr(self, "{flag}", None) is not None:
+            self.{flag}.copy_(ws)
+        else:
+            self.{store} = ws
+
+    def apply_weights(self, layer, x):
+        return x + self.{store}
+"""
+
+
+def test_the_else_of_a_flag_test_runs_only_while_the_test_fails(tmp_path):
+    """`if getattr(self, "ws", None) is not None: ... else: self.ws = t` stores only while
+    `self.ws` is None: the first load's tensor stays (the keep-and-copy codemod's `if`/`else`).
+    An `else` that stores another attribute than the one tested still runs on every update."""
+    kept = _run(tmp_path / "a", {"pkg/k.py": ELSE_GUARD.format(flag="ws", store="ws")})
+    assert _found(kept) == set()
+    other = _run(tmp_path / "b", {"pkg/k.py": ELSE_GUARD.format(flag="other", store="ws")})
+    assert {r for _, _, r in _found(other)} == {"RL102"}
+
+
+REBUILT_KEEP = 'import torch\n\n\ndef to_mma(w: torch.Tensor) -> torch.Tensor:\n    return w.t().contiguous()\n\n\nclass Experts:\n    def __init__(self, n: int) -> None:\n        self.n = n\n        self.w_mma = None\n        self.workspace = torch.empty(n * 16)\n\n    def process_weights_after_loading(self, layer: torch.nn.Module) -> None:\n        w_mma = to_mma(layer.w13_weight)\n        if getattr(self, "w_mma", None) is not None:\n            _copy_into_kept(self.w_mma, w_mma)\n        else:\n            self.w_mma = w_mma\n\n    def apply(self, x: torch.Tensor) -> torch.Tensor:\n        return x @ self.w_mma\n\n\nclass Kernel:\n    def __init__(self, experts: Experts) -> None:\n        self.experts = experts\n\n\nclass Method:\n    def create_weights(self, layer: torch.nn.Module, n: int) -> None:\n        layer.register_parameter("w13_weight", torch.nn.Parameter(torch.ones(n, n), requires_grad=False))\n\n    def process_weights_after_loading(self, layer: torch.nn.Module) -> None:\n        self.kernel = Kernel(Experts(4))\n        self.kernel.experts.process_weights_after_loading(layer)\n\n    def apply(self, layer: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:\n        return self.kernel.experts.apply(x)\n\n\ndef _copy_into_kept(kept, new):\n    kept.copy_(new)\n'
+
+
+@pytest.mark.parametrize("form", ["else", "two ifs"])
+def test_a_kept_copy_on_a_rebuilt_object_is_first_use_init_in_either_form(tmp_path, form):
+    """`if getattr(self, "x", None) is not None: <copy> else: self.x = t` on an object that
+    post-load rebuilds is read as the two-`if` form is (`if ... is None: self.x = t`): a
+    fresh object has no `x`, so the store runs on every update (RL108), not run-once."""
+    code = REBUILT_KEEP
+    if form == "two ifs":
+        code = code.replace(
+            "        else:\n            self.w_mma = w_mma\n",
+            '        if getattr(self, "w_mma", None) is None:\n            self.w_mma = w_mma\n',
+        )
+    got = _run(tmp_path, {"pkg/k.py": code})
+    assert ("pkg/k.py", 19, "RL108") in _found(got)
+
+
+PADDED_REPLACE = """import torch
+import torch.nn.functional as F
+
+
+def replace(layer, name, new):
+    old = getattr(layer, name)
+    if old.shape == new.shape and old.dtype == new.dtype:
+        old.data.copy_(new)
+    else:
+        old.data = new
+
+
+class Kernel:
+    def create_weights(self, layer, n, k):
+        layer.register_parameter("weight", torch.nn.Parameter(torch.empty(n, k)))
+
+    def process_weights_after_loading(self, layer):
+        replace(layer, "weight", F.pad(layer.weight.data, (0, 16)))
+
+    def apply_weights(self, layer, x):
+        return x @ layer.weight.t()
+"""
+
+
+def test_a_copy_test_against_a_padded_checkpoint_parameter_depends_on_the_contract(tmp_path):
+    """The copy-or-rebind test compares the checkpoint Parameter with a padded tensor. Under
+    `inplace-only` it never holds (the first pass rebinds, the next in-place load meets the
+    re-bound Parameter): the `.data` swap is reported. Under `vllm-layerwise` the copy-back
+    keeps the first pass's storage: nothing is reported (vLLM 0.33's replace_parameter)."""
+    files = {"pkg/k.py": PADDED_REPLACE}
+    assert _found(_run(tmp_path / "a", files)) == set()
+    got = _run(tmp_path / "b", files, contract="inplace-only")
+    assert ("pkg/k.py", 10, "RL106") in _found(got)

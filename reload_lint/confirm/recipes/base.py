@@ -101,7 +101,9 @@ class Recipe:
     def finish(self, built: Built) -> None:
         """After post-load, in the child: record what vLLM built (``built.backend``) and the
         quant method the harness drove (``built.component``)."""
-        qm = getattr(built.layer, "quant_method", None)
+        from reload_lint.confirm.reload import post_load_component
+
+        qm = post_load_component(built.layer)
         if qm is None:
             return
         if built.component is None:
@@ -121,9 +123,12 @@ class Recipe:
         raise NotImplementedError
 
     def post_load(self, module) -> bool:
-        from reload_lint.confirm.reload import default_post_load
+        """Run ``module``'s post-load wherever the layer holds it (``reload.find_post_load``:
+        ``layer.quant_method``, the layer's own hook, or a method object under any other
+        attribute); True if one ran."""
+        from reload_lint.confirm.reload import harness_post_load
 
-        return default_post_load(module)
+        return harness_post_load(module)
 
     def describe(self) -> str:
         return f"{self.name} ({self.family})" if self.family else self.name

@@ -21,7 +21,7 @@ class MLALike(AttentionLayerBase):
                 self.W_UV.copy_(W_UV)
             else:
                 self.W_UV = W_UV
-        if getattr(self, "W_UV", None) is None:
+        else:
             self.W_UV = W_UV
 
     def forward(self, x):

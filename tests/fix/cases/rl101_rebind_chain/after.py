@@ -28,7 +28,7 @@ class LatentProjection(AttentionLayerBase):
                 self.w_k.copy_(w_k)
             else:
                 self.w_k = w_k
-        if getattr(self, "w_k", None) is None:
+        else:
             self.w_k = w_k
         w_k_scale = w_k_scale.transpose(0, 1)
         if getattr(self, "w_k_scale", None) is not None:
@@ -40,7 +40,7 @@ class LatentProjection(AttentionLayerBase):
                 self.w_k_scale.copy_(w_k_scale)
             else:
                 self.w_k_scale = w_k_scale
-        if getattr(self, "w_k_scale", None) is None:
+        else:
             self.w_k_scale = w_k_scale
 
     def forward(self, x):

@@ -17,7 +17,7 @@ class WorkspaceKernel:
                 self.workspace.copy_(workspace)
             else:
                 self.workspace = workspace
-        if getattr(self, "workspace", None) is None:
+        else:
             self.workspace = workspace
 
     def apply_weights(self, layer, x):

@@ -30,7 +30,7 @@ class GroupedExperts:
                 self.kernel_config.w1.scale.copy_(scale)
             else:
                 self.kernel_config.w1.scale = scale
-        if getattr(self.kernel_config.w1, "scale", None) is None:
+        else:
             self.kernel_config.w1.scale = scale
         # the layer's scale is folded to one value after the config took it
         folded = layer.w13_scale.max().expand(1)

@@ -22,7 +22,7 @@ class LatentAttention(AttentionLayerBase):
                 self._k_scale_inv.copy_(k_scale_inv)
             else:
                 self.register_buffer("_k_scale_inv", k_scale_inv, persistent=False)
-        if getattr(self, "_k_scale_inv", None) is None:
+        else:
             self.register_buffer("_k_scale_inv", k_scale_inv, persistent=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
