@@ -343,7 +343,7 @@ def merge_fixes(fixes: list[SourceFix], kind: str = "codemod") -> SourceFix:
     change the same lines differently are a PatchError. The merged file must compile."""
     if len(fixes) == 1:
         return fixes[0]
-    from reload_lint.fix.rewrite import unified
+    from reload_lint.fix.udiff import unified  # no libcst: the GPU machine has none
 
     root = fixes[0].root
     paths = sorted({p for fx in fixes for p in fx.files})

@@ -10,13 +10,13 @@ bytes. Imports go after the module's last top-level import, helpers at its end.
 from __future__ import annotations
 
 import ast
-import difflib
 from collections import Counter
 
 import libcst as cst
 
 from reload_lint.fix.locate import FileModel, Site
 from reload_lint.fix.plan import StmtEdit
+from reload_lint.fix.udiff import _lines, unified  # noqa: F401  (re-exported)
 
 
 class _Replace(cst.CSTTransformer):
@@ -226,21 +226,3 @@ def parse_error(text: str) -> str | None:
     except SyntaxError as exc:
         return f"the patched file does not parse: line {exc.lineno}: {exc.msg}"
     return None
-
-
-def unified(path: str, before: str, after: str, new_file: bool = False) -> str:
-    """`git apply`-able unified diff of one file (a/ and b/ prefixes, 3 lines of context; a
-    file the fixes create comes from /dev/null)."""
-    if before == after:
-        return ""
-    a, b = _lines(before), _lines(after)
-    src = "/dev/null" if new_file else f"a/{path}"
-    out = list(difflib.unified_diff(a, b, fromfile=src, tofile=f"b/{path}"))
-    return "".join(out)
-
-
-def _lines(text: str) -> list[str]:
-    lines = text.splitlines(keepends=True)
-    if lines and not lines[-1].endswith("\n"):
-        lines[-1] += "\n\\ No newline at end of file\n"
-    return lines

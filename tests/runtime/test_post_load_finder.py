@@ -131,3 +131,35 @@ def test_two_codemods_that_change_one_line_differently_are_refused(tmp_path, mon
     two = _fix(tmp_path, monkeypatch, BASE.replace("layer.a = 1", "layer.a = 20"))
     with pytest.raises(patched.PatchError, match="differently"):
         patched.merge_fixes([one, two])
+
+
+def test_the_fixed_side_needs_no_libcst(tmp_path):
+    # the GPU machine has torch and the standard library only: laying codemod patches
+    # together (and everything the confirm runner imports) must not import libcst
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "m.py").write_text(BASE)
+    code = (
+        "import sys; sys.modules['libcst'] = None\n"
+        f"sys.path.insert(0, {str(tmp_path)!r})\n"
+        "import reload_lint.confirm.__main__, reload_lint.confirm.patched as p\n"
+        "from reload_lint.fix.udiff import unified\n"
+        f"base = {BASE!r}\n"
+        "one = p.from_patch(unified('pkg/m.py', base, base.replace('a = 1', 'a = 10')))\n"
+        "two = p.from_patch(unified('pkg/m.py', base, base.replace('b = 2', 'b = 20')))\n"
+        "text = p.merge_fixes([one, two]).files['pkg/m.py']\n"
+        "assert 'layer.a = 10' in text and 'layer.b = 20' in text\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    got = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**__import__("os").environ, "PYTHONPATH": str(root)},
+    )
+    assert got.returncode == 0, got.stderr
