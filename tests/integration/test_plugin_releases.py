@@ -35,11 +35,15 @@ def test_kunlun_on_vllm_0_11_is_judged_by_load_weights(monkeypatch, capsys):
     assert code == 1, err
     found = json.loads(out)["findings"]
     assert found and {f["contract"] for f in found} == {"vllm-load-weights"}
-    assert {f["rule"] for f in found} == {"RL201"}
+    # nothing moves there: stale copies (RL201) and undone transforms (RL203) only
+    assert {f["rule"] for f in found} == {"RL201", "RL203"}
     mla = "vllm_kunlun/v1/attention/backends/mla/common.py"
     got = {(f["path"], f["target"]) for f in found}
     # the int8 path's transposed / contiguous copies (common.py:1406, :1410-1411)
     assert {(mla, "self.W_UK_T"), (mla, "self.W_UV"), (mla, "self.W_UV_SCALE")} <= got
+    # the in-place `mul_(127.0)` of the int8 MoE scales, undone by the next load
+    moe = "vllm_kunlun/ops/quantization/compressed_tensors/compressed_tensors_moe.py"
+    assert (moe, "layer.w13_weight_scale") in got
     assert "contract vllm-load-weights" in err
     # without the base the package is audited under the newest layerwise facts, and says so
     code, out, err = run_cli(capsys, "check", "vllm_kunlun", "--format", "json")
