@@ -54,6 +54,12 @@ class CallMixin:
                 where = (*prefix, *pos) if pos is not None else None
                 getattr(root, kind).setdefault(a, (path, line, where))
 
+    def _later_memo(self, key) -> bool:
+        """Whether the summary kept at `key` was made by a root later in the sequential order
+        than the one being analysed (first pass only): it is made again, so that what the
+        summary reports and returns is the lower rank's, as in the sequential run."""
+        return self.ranked and self.memo_rank.get(key, -1) > self.rank
+
     def eval_call(self, fr: Frame, e) -> tuple:
         func, args_e, kwargs_e, line = e[1], e[2], e[3], e[4]
         # syntactic specials first
@@ -506,7 +512,7 @@ class CallMixin:
             # where the guarded code calls this (a flag set counts for what it encloses)
             (*fr.positions, (fr.func.get("qn"), fr.block_hint)) if fr.guards else (),
         )
-        if key in self.memo:
+        if key in self.memo and not self._later_memo(key):
             self.replay_effects(fr, key)
             return self.memo[key]
         if key in self.active:
@@ -549,6 +555,7 @@ class CallMixin:
             ret = V.union(ret, tuple(_with_step(v, path, f) for v in r))
         ret = ret or (V.NON,)
         self.memo[key] = ret
+        self.memo_rank[key] = self.rank
         return ret
 
     def construct(self, fr: Frame, cls_key: str, args, kwargs, line) -> tuple:
@@ -574,7 +581,7 @@ class CallMixin:
             tuple(V.vals_key(a) for a in args),
             tuple((k, V.vals_key(v)) for k, v in kwargs),
         )
-        if memo_key in self.memo:
+        if memo_key in self.memo and not self._later_memo(memo_key):
             for ev in self.memo.get(("ctor-notes", memo_key), ()):  # analysis/identity.py
                 self.note_model(fr, ev[1])
             return self.memo[memo_key]
@@ -582,7 +589,9 @@ class CallMixin:
         oid = next(self.oids)
         self.allocs[oid] = []
         cname = cls_key.split(":", 1)[1]
-        self.constructed.setdefault(cls_key, TraceStep(fr.path, line, f"{cname} built here"))
+        if cls_key not in self.constructed or self._later_memo(("built", cls_key)):
+            self.constructed[cls_key] = TraceStep(fr.path, line, f"{cname} built here")
+            self.memo_rank[("built", cls_key)] = self.rank
         obj = AV(V.MODULE if is_module else V.OBJ, cls=cls_key, oid=oid, src="self")
         self.ctor_args[oid] = {id(v) for a in (*args, *(v for _, v in kwargs)) for v in a}
         self.building[oid] = {}
@@ -628,6 +637,9 @@ class CallMixin:
             ),
         )
         self.memo[memo_key] = result
+        self.memo_rank[memo_key] = self.rank
+        if self.ranked:  # made again for a lower rank (_later_memo): its notes replace
+            self.memo.pop(("ctor-notes", memo_key), None)
         notes = tuple(ev for ev in fr.root.events[n_events:] if ev[0] == "modelnote")
         if notes:
             self.memo[("ctor-notes", memo_key)] = notes

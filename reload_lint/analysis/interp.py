@@ -13,6 +13,7 @@ contract of the file that makes them.
 from __future__ import annotations
 
 import itertools
+import os
 
 from reload_lint.analysis import shapes as S
 from reload_lint.analysis import triage
@@ -77,6 +78,13 @@ class Analyzer(
         self.findings: dict[tuple, Finding] = {}
         self.memo: dict[tuple, tuple] = {}
         self.memo_effects: dict[tuple, tuple] = {}  # memo key -> effects on the root
+        # the rank (sequential place) of the root being analysed, and of the root that made
+        # each summary, finding and constructor site; while `ranked` (the first pass over the
+        # roots) a lower rank's replaces a higher one's (the order-independence test)
+        self.rank = 0
+        self.ranked = False
+        self.memo_rank: dict[tuple, int] = {}
+        self._rank_of: dict[tuple, int] = {}
         self.active: set[tuple] = set()
         self.oids = itertools.count(1)
         self.constructed: dict[str, TraceStep] = {}
@@ -153,13 +161,21 @@ class Analyzer(
         for mod in modules:
             for qn, f in self.index.view(mod, "roots", names) or ():
                 roots.append((mod, qn, f))
+        # each root's rank is its place in the sequential order; what two roots both make (a
+        # finding at one site, a call summary, a constructor's site) is the lower rank's,
+        # whatever order they ran in (RELOAD_LINT_SHUFFLE_ROOTS: the order-independence test)
+        rank = {id(r): i for i, r in enumerate(roots)}
         # make the registries see every root file before judging
         self._registered = None
-        for mod, qn, f in roots:
+        self.ranked = True
+        for r in shuffled_roots(roots):
+            mod, qn, f = r
+            self.rank = rank[id(r)]
             self._guarded(mod, qn, f, self.run_root, mod, qn, f)
+        self.ranked = False
         # roots that read an object field (what an object built after loading holds) before
         # the root that builds the object ran: run them once more, with fresh summaries
-        again = [r for r in roots if (r[0], r[1]) in self.field_dirty]
+        again = [r for r in roots if (r[0], r[1]) in self.field_dirty]  # in rank order
         if again:
             # forget only the summaries computed while a field was read (and the aggregates
             # over every subclass's constructor, which are not on the active stack)
@@ -176,12 +192,15 @@ class Analyzer(
                 for k, where in list(self._root_of.items())
                 if where in rerun and k in self.findings
             }
-            for mod, qn, f in again:
+            for r in again:
+                mod, qn, f = r
+                self.rank = rank[id(r)]
                 self._guarded(mod, qn, f, self.run_root, mod, qn, f)
             judged = {(k[0], k[1], k[3]) for k in self.findings}
             for k, fd in first.items():
                 if (k[0], k[1], k[3]) not in judged:
                     self.findings[k] = fd
+        self.rank = len(roots)  # the passes after the roots run in one fixed order
         self.run_lazy()
         self.run_apply_caches([*modules, *self.cache_modules])
         self.drop_unresolved_names()
@@ -501,6 +520,24 @@ class Analyzer(
         fr = Frame(mod, path, f, env, f"{mod}:{f['cls']}", 0, mode, chain, state)
         fr.stack = ((path, mod, f["qn"]),)
         self.exec_body(fr, f["body"])
+
+
+SHUFFLE_ENV = "RELOAD_LINT_SHUFFLE_ROOTS"
+
+
+def shuffled_roots(roots: list) -> list:
+    """The roots in the order they are analysed: as found (module, then definition order),
+    or, with `RELOAD_LINT_SHUFFLE_ROOTS=SEED` set (a test hook, docs/performance.md), in an
+    order shuffled by that seed. The output must not depend on it: a property test runs the
+    fixtures under several seeds (tests/unit/test_shuffle_roots.py)."""
+    seed = os.environ.get(SHUFFLE_ENV)
+    if not seed:
+        return roots
+    import random
+
+    out = list(roots)
+    random.Random(seed).shuffle(out)
+    return out
 
 
 def deleted_on_path(state, attr: str, key) -> bool:

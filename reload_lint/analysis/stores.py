@@ -433,7 +433,12 @@ class StoreMixin:
             return ()  # out of scope (pathfacts.py): no finding
         self.note_feeds_report(fr, key, rule, shown)
         if key in self.findings:
-            return key
+            if not (self.ranked and self._rank_of.get(key, -1) > self.rank):
+                return key
+            # made first by a root later in the sequential order: this root's stands
+            self._stored_cls.pop(key, None)
+            self._conditional.discard(key)
+        self._rank_of[key] = self.rank
         root = fr.chain[0]
         self._root_of[key] = (root.path, root.note.rsplit(" ", 1)[-1])
         self.note_store_site(key, fr, st)
