@@ -386,9 +386,19 @@ class StoreMixin:
             return
         key = (cls_key, attr)
         old = self.fields.get(key, ())
-        new = V.union(old, keep)
-        if len(new) != len(old):
+        # each root's part kept apart, the field their union in rank order (the union keeps
+        # the first value of each key, up to its cap): the sequential order's value whatever
+        # order the roots ran in. After the first pass every write goes to one last part.
+        rank = self.rank if self.ranked else 1 << 30
+        parts = self.field_parts.setdefault(key, {})
+        parts[rank] = V.union(parts.get(rank, ()), keep)
+        if rank >= max(parts):
+            new = V.union(old, keep)  # a write in rank order: the union so far, extended
+        else:
+            new = V.union(*(parts[r] for r in sorted(parts)))
+        if new != old:
             self.fields[key] = new
+        if len(new) != len(old):
             self.field_dirty |= self.field_waiters.get(key, set())
 
     def read_field(self, fr: Frame, b: AV, attr: str, line: int) -> tuple:
