@@ -133,6 +133,8 @@ class Analyzer(
         # flag attr -> {(truth, (path, function, block)): line}: constant flag stores post-load
         self.flag_sets: dict[str, dict] = {}
         self._guard_ctx: dict[tuple, list] = {}  # finding key -> guards of each reaching path
+        self._guard_ranks: dict[tuple, list] = {}  # the rank of each (pathfacts.py)
+        self._scope_rank: dict[tuple, int] = {}
         self._resets: dict[str, dict] = {}
         self._code_resets: dict[tuple, str | None] = {}  # guard -> where code sets it back
         self._reuse_shapes: dict[tuple, tuple | None] = {}  # reuse helpers (calls.py)

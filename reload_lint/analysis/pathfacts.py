@@ -27,6 +27,7 @@ Mixed into Analyzer (analysis/interp.py).
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 
 from reload_lint.analysis import values as V
@@ -316,13 +317,22 @@ class PathFactsMixin:
             self.note_hook_key(fr, key)
             return True
         scope = self.scope_of(fr)
+        # what several roots note at one key is kept in the sequential order: the lowest
+        # rank's first (the first pass), then the later passes' in their order
+        rank = self.rank if self.ranked else 1 << 30
         if scope is not None:
-            self.scoped.setdefault(key, scope)
-            self.dropped.setdefault(key, scope.why)
+            if key not in self.scoped or self._scope_rank.get(key, -1) > rank:
+                self.scoped[key] = scope
+                self.dropped[key] = scope.why
+                self._scope_rank[key] = rank
             return False
         self.note_hook_key(fr, key)
         pos = (*fr.positions, (fr.func.get("qn"), fr.block_hint))
-        self._guard_ctx.setdefault(key, []).append((tuple(fr.guards), pos))
+        ctxs = self._guard_ctx.setdefault(key, [])
+        ranks = self._guard_ranks.setdefault(key, [])
+        at = bisect.bisect_right(ranks, rank)
+        ranks.insert(at, rank)
+        ctxs.insert(at, (tuple(fr.guards), pos))
         fr.root.keys.setdefault(key, pos)
         return True
 
