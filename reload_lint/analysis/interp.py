@@ -85,6 +85,11 @@ class Analyzer(
         self.ranked = False
         self.memo_rank: dict[tuple, int] = {}
         self._rank_of: dict[tuple, int] = {}
+        # reports numbered in order; the number each finding was made at, and the span of
+        # numbers each summary's making covered (calls._retract)
+        self.report_seq = 0
+        self._made: dict[tuple, int] = {}
+        self.memo_span: dict[tuple, tuple[int, int]] = {}
         self.active: set[tuple] = set()
         self.oids = itertools.count(1)
         self.constructed: dict[str, TraceStep] = {}

@@ -330,8 +330,8 @@ class PathFactsMixin:
         pos = (*fr.positions, (fr.func.get("qn"), fr.block_hint))
         ctxs = self._guard_ctx.setdefault(key, [])
         ranks = self._guard_ranks.setdefault(key, [])
-        at = bisect.bisect_right(ranks, rank)
-        ranks.insert(at, rank)
+        at = bisect.bisect_right(ranks, (rank, self.report_seq))
+        ranks.insert(at, (rank, self.report_seq))
         ctxs.insert(at, (tuple(fr.guards), pos))
         fr.root.keys.setdefault(key, pos)
         return True

@@ -439,6 +439,7 @@ class StoreMixin:
             path, line, symbol, shown = moved
             column, end_line = 1, line
         key = (path, line, rule, shown)
+        self.report_seq += 1  # each report numbered: what a summary reported (calls._retract)
         if not self.note_report(fr, key):
             return ()  # out of scope (pathfacts.py): no finding
         self.note_feeds_report(fr, key, rule, shown)
@@ -449,6 +450,7 @@ class StoreMixin:
             self._stored_cls.pop(key, None)
             self._conditional.discard(key)
         self._rank_of[key] = self.rank
+        self._made[key] = self.report_seq
         root = fr.chain[0]
         self._root_of[key] = (root.path, root.note.rsplit(" ", 1)[-1])
         self.note_store_site(key, fr, st)
