@@ -148,6 +148,7 @@ class Analyzer(
         self._ffo: dict[str, str | None] = {}
         self._derived_src: dict[tuple, str] = {}  # finding key -> attribute it derives from
         self._masked: dict[tuple, list] = {}
+        self._masked_ranks: dict[tuple, list] = {}  # the rank of each (pathfacts.py)
         self.scoped: dict[tuple, object] = {}  # finding key -> Scope it was reached in
         self.dropped: dict[tuple, str] = {}  # finding key -> why path facts removed it
         self.facts: dict[tuple, dict] = {}  # finding key -> triage fields (guard, masked)

@@ -565,9 +565,13 @@ class PathFactsMixin:
                             f"({spath}:{sline}) and nothing restores its checkpoint shape",
                         )
                     )
+        rank = self.rank if self.ranked else 1 << 30  # kept in rank order (note_report)
         for key, here in state.keys.items():
             why = next((w for b, w in events if _encloses(b, here)), None)
-            self._masked.setdefault(key, []).append(why)
+            whys, ranks = self._masked.setdefault(key, []), self._masked_ranks.setdefault(key, [])
+            at = bisect.bisect_right(ranks, rank)
+            ranks.insert(at, rank)
+            whys.insert(at, why)
 
     def _restores_shapes(self, cls_key: str | None) -> bool:
         if not cls_key:
