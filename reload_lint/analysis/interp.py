@@ -122,7 +122,8 @@ class Analyzer(
         # object fields: (class, attribute) -> what objects of that class built on a post-load
         # path hold there; roots that read a field before it was known are run again
         self.fields: dict[tuple[str, str], tuple] = {}
-        self.field_parts: dict[tuple[str, str], dict[int, tuple]] = {}  # per root rank
+        self.field_parts: dict[tuple[str, str], list] = {}  # (rank, values) of each write
+        self._field_top: dict[tuple[str, str], int] = {}  # the highest rank in each
         self.field_waiters: dict[tuple[str, str], set[tuple[str, str]]] = {}
         self.field_dirty: set[tuple[str, str]] = set()
         self.field_dependent: set[tuple] = set()  # memo keys whose computation read a field

@@ -386,16 +386,20 @@ class StoreMixin:
             return
         key = (cls_key, attr)
         old = self.fields.get(key, ())
-        # each root's part kept apart, the field their union in rank order (the union keeps
+        # each root's writes kept apart, the field their union in rank order (the union keeps
         # the first value of each key, up to its cap): the sequential order's value whatever
-        # order the roots ran in. After the first pass every write goes to one last part.
+        # order the roots ran in. After the first pass every write ranks last.
         rank = self.rank if self.ranked else 1 << 30
-        parts = self.field_parts.setdefault(key, {})
-        parts[rank] = V.union(parts.get(rank, ()), keep)
-        if rank >= max(parts):
+        writes = self.field_parts.get(key)
+        if writes is None:
+            writes = self.field_parts[key] = []
+        writes.append((rank, keep))
+        if rank >= self._field_top.get(key, -1):
+            self._field_top[key] = rank
             new = V.union(old, keep)  # a write in rank order: the union so far, extended
-        else:
-            new = V.union(*(parts[r] for r in sorted(parts)))
+        else:  # a lower rank after a higher one (a shuffled order): in rank order again
+            writes.sort(key=lambda w: w[0])  # stable: a rank's writes stay in their order
+            new = V.union(*(w[1] for w in writes))
         if new != old:
             self.fields[key] = new
         if len(new) != len(old):
