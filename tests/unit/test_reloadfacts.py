@@ -99,8 +99,8 @@ def test_missing_or_unreadable_reload_code_falls_back_to_the_newest(tmp_path, wh
 
 def test_facts_kept_in_the_pack_while_the_reload_files_stand(tmp_path, monkeypatch):
     """A cached run reads the facts from the pack (cache.py, `kept`) and parses no reload
-    file; an edit to a file they were read from (the deferral predicate's module included)
-    reads them again, and the result is the one `--no-cache` gives."""
+    file; an edit to a file they were read from (the reload package's
+    layerwise.py here) reads them again, and the result is the one `--no-cache` gives."""
     import shutil
 
     from reload_lint.config import Config
