@@ -399,6 +399,35 @@ class RecordStore(ConsumedResults):
         self.result_hit = True
         return value
 
+    # ---- small values worked out from a few files (the reload facts) ---------------
+    def kept(self, name: str, key: str):
+        """The value `keep` put under NAME for KEY, while every file it was read from has
+        the hash it had then (this run's scan: by stat, or hashed); else None."""
+        if not self.use_cache:
+            return None
+        entry = self._pack.get("kept", {}).get(name)
+        if entry is None or entry[0] != key:
+            return None
+        if any(self._hash.get(rel) != sha for rel, sha in entry[1]):
+            return None
+        try:
+            return pickle.loads(entry[2])
+        except Exception:  # a corrupt entry is a miss
+            return None
+
+    def keep(self, name: str, key: str, read, value) -> None:
+        """VALUE under NAME for KEY, with the hashes of the files (`rel`s) it was read from;
+        not kept when one of them has no hash (it could not be read)."""
+        if not self.use_cache:
+            return
+        reads = tuple((rel, self._hash.get(rel)) for rel in sorted(set(read)))
+        if any(sha is None for _rel, sha in reads):
+            return
+        kept = dict(self._pack.get("kept", {}))
+        kept[name] = (key, reads, pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+        self._pack["kept"] = kept
+        self._dirty = True
+
     # ---- results keyed by what the analysis consumed (early cutoff) -----------------
     def deps_key(self, *parts: str) -> str:
         """Every input of the analysis except the records: `parts` (config, contract, named
@@ -604,6 +633,7 @@ class RecordStore(ConsumedResults):
             "records": {k: v for k, v in self._blobs.items() if k.split("\x1f", 1)[0] in live},
             "results": self._pack.get("results", {}),
             "deps": deps,
+            "kept": self._pack.get("kept", {}),
         }
         # the observations of the kept results, each kept once (index/deps.py)
         named = {d[3] for states in pack["deps"].values() for deps, _ in states for d in deps}

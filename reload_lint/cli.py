@@ -41,6 +41,8 @@ environment:
   XDG_CACHE_HOME           see RELOAD_LINT_CACHE
   RELOAD_LINT_NO_PROGRESS  set to anything to hide the progress line (shown only on a
                            terminal, after 2 s)
+  RELOAD_LINT_SHUFFLE_ROOTS  test hook: analyse the roots in an order shuffled by this seed
+                           (the output must not change; docs/design.md, "Root order")
 
 configuration: [tool.reload-lint] in the nearest pyproject.toml (docs/cli.md).
 """

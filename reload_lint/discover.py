@@ -84,6 +84,13 @@ class _Excludes:
             return any(match(p) for p in rel.split("/"))
         return False
 
+    def leaf(self, rel: str, name: str) -> bool:
+        """`self(rel)` for `rel`, a folder this excluder kept (no part of it matched) plus
+        `name`: only the whole path and the last part are left to test."""
+        if self.whole is not None and self.whole(os.path.normcase(rel)):
+            return True
+        return self.part is not None and self.part(os.path.normcase(name)) is not None
+
 
 def discover(
     paths: list[Path], base: Path, cfg: Config
@@ -99,12 +106,13 @@ def discover(
     out: list[SourceFile] = []
     errors: list[FileError] = []
 
-    def add(p: Path, rel: str | None = None, excluded=excluded) -> None:
+    def add(p: Path, rel: str | None = None, excluded=excluded, name: str = "") -> None:
         if rel is None:
             rel = _rel(p, base)
         if rel in seen:
             return
-        if excluded(rel):
+        # a file found in a kept folder (`name` given): only its own name is new
+        if excluded.leaf(rel, name) if name else excluded(rel):
             return
         if included is not None and not included(os.path.normcase(rel)):
             return
@@ -168,8 +176,11 @@ def discover(
                     continue  # never follow directory links (loops, escapes)
                 keep.append(name)
             dirnames[:] = keep
+            # a child path without re-parsing the folder's (pathlib's own walk does this)
+            child = getattr(d, "_make_child_relpath", d.joinpath)
             for name in sorted(filenames):
                 if name.endswith(".py"):
-                    add(d / name, prefix + shown_path(name), excluded)
+                    shown = shown_path(name)
+                    add(child(name), prefix + shown, excluded, shown)
     out.sort(key=lambda s: s.rel)
     return out, errors

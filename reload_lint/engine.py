@@ -16,9 +16,8 @@ from pathlib import Path
 
 from reload_lint import cache as cachemod
 from reload_lint.analysis import reloadfacts
-from reload_lint.analysis.contracts import CONTRACT_NAMES, make_contract
 from reload_lint.bases import is_base_path
-from reload_lint.config import Config, path_matches
+from reload_lint.config import CONTRACT_CHOICES, Config, path_matches
 from reload_lint.discover import SourceFile, discover
 from reload_lint.errors import ReloadLintError
 from reload_lint.findings import FileError, Finding, compute_fingerprints
@@ -276,19 +275,23 @@ def _run_check(
         raise ReloadLintError(
             f"unknown reload contract `{contract_name}` (known: {', '.join(CONTRACT_NAMES)})"
         )
-    # what the tree's own reload code does (a vLLM tree or base: read from it; else the newest)
-    facts = reloadfacts.detect([*files, *lib])
-    contracts = {n: make_contract(n, cfg.preserving_helpers, facts) for n in CONTRACT_NAMES}
     # checked up front: contract_for runs inside the analysis, which survives odd statements
     for pp in cfg.per_path:
-        if pp.contract and pp.contract not in contracts:
+        if pp.contract and pp.contract not in CONTRACT_NAMES:
             raise ReloadLintError(
                 f'unknown reload contract `{pp.contract}` in per-path "{pp.pattern}" '
                 f"(known: {', '.join(CONTRACT_NAMES)})"
             )
 
+    contracts: dict = {}  # made when the analysis first asks (a kept result needs none)
+
     def contract_for(path: str):
         """The first per-path entry naming a contract whose glob matches, else the run's."""
+        if not contracts:
+            from reload_lint.analysis.contracts import make_contract
+
+            for n in CONTRACT_NAMES:
+                contracts[n] = make_contract(n, cfg.preserving_helpers, facts)
         for pp in cfg.per_path:
             if pp.contract and path_matches(pp.pattern, path):
                 return contracts[pp.contract]
@@ -308,6 +311,9 @@ def _run_check(
         progress=progress,
     )
     store.scan(lambda text: _text_facts(text, roots), f"{_FACTS_VERSION}\x1f{roots!r}")
+    # what the tree's own reload code does (a vLLM tree or a base: read from it; else the newest),
+    # kept in the pack with the hashes of the files it was read from
+    facts = reloadfacts.detect_kept([*files, *lib], store)
     run_key = deps_key = ""
     cached = None
     explained: dict | None = {} if explain is not None else None
@@ -634,6 +640,7 @@ class _Texts:
         return self._store.text_of(rel) is not None
 
 
+CONTRACT_NAMES = CONTRACT_CHOICES[1:]  # analysis/contracts.py's, without importing it
 _FACTS_VERSION = "7"
 _NO_FACTS = (False, False, False, (), False, False)
 

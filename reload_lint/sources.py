@@ -7,11 +7,7 @@ unpacks only its `.py` files into the user cache once, and returns the unpacked 
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 import sys
-import tempfile
-import zipfile
 from pathlib import Path
 
 from reload_lint.errors import ReloadLintError
@@ -76,6 +72,8 @@ def download_wheel(dist: str, version: str, log=None) -> Path:
         file=log,
         flush=True,
     )
+    import subprocess  # here: a run over cached sources (every pre-commit run) needs none
+
     cmd = pip_download_command(dist, version, wheels, tty)
     tail = b""
     try:
@@ -127,6 +125,10 @@ def release_sources(package: str, version: str, dist: str | None = None) -> Path
     marker = dest / ".complete"
     if marker.is_file():
         return dest
+    import shutil
+    import tempfile
+    import zipfile
+
     wheel = download_wheel(dist or PACKAGES[package], version)
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{package}-{version}-", dir=dest.parent))

@@ -54,6 +54,28 @@ class CallMixin:
                 where = (*prefix, *pos) if pos is not None else None
                 getattr(root, kind).setdefault(a, (path, line, where))
 
+    def _later_memo(self, key) -> bool:
+        """Whether the summary kept at `key` was made by a root later in the sequential order
+        than the one being analysed (first pass only): it is made again, so that what the
+        summary reports and returns is the lower rank's, as in the sequential run."""
+        return self.ranked and self.memo_rank.get(key, -1) > self.rank
+
+    def _retract(self, key) -> None:
+        """Before a lower rank makes the summary at `key` again (_later_memo): what the later
+        root reported while making it is taken back. In the sequential order that root found
+        the summary made and reported nothing in it (a store in a shared helper is reported
+        at the first caller's call site, not at each caller's)."""
+        rank, (start, end) = self.memo_rank[key], self.memo_span.get(key, (0, 0))
+        for fkey in [k for k, n in self._made.items() if start < n <= end]:
+            if self._rank_of.get(fkey) == rank and fkey in self.findings:
+                del self.findings[fkey]
+                del self._made[fkey]
+        for fkey, ranks in self._guard_ranks.items():
+            gone = [i for i, (r, n) in enumerate(ranks) if r == rank and start < n <= end]
+            for i in reversed(gone):
+                del ranks[i]
+                del self._guard_ctx[fkey][i]
+
     def eval_call(self, fr: Frame, e) -> tuple:
         func, args_e, kwargs_e, line = e[1], e[2], e[3], e[4]
         # syntactic specials first
@@ -513,8 +535,10 @@ class CallMixin:
             (*fr.positions, (fr.func.get("qn"), fr.block_hint)) if fr.guards else (),
         )
         if key in self.memo:
-            self.replay_effects(fr, key)
-            return self.memo[key]
+            if not self._later_memo(key):
+                self.replay_effects(fr, key)
+                return self.memo[key]
+            self._retract(key)
         if key in self.active:
             return (V.UNK,)
         # recursion whose argument values differ at every level (a name re-bound by a
@@ -545,16 +569,19 @@ class CallMixin:
         if top is not None:
             sub.blocks.update((p, top) for p in env)
         before = _root_effects(fr.root)
+        start = self.report_seq
         try:
             self.exec_body(sub, f["body"])
         finally:
             self.active.discard(key)
+        self.memo_span[key] = (start, self.report_seq)
         self.memo_effects[key] = _effects_since(before, fr.root, len(sub.positions))
         ret: tuple = ()
         for r in sub.returns:
             ret = V.union(ret, tuple(_with_step(v, path, f) for v in r))
         ret = ret or (V.NON,)
         self.memo[key] = ret
+        self.memo_rank[key] = self.rank
         return ret
 
     def construct(self, fr: Frame, cls_key: str, args, kwargs, line) -> tuple:
@@ -581,14 +608,19 @@ class CallMixin:
             tuple((k, V.vals_key(v)) for k, v in kwargs),
         )
         if memo_key in self.memo:
-            for ev in self.memo.get(("ctor-notes", memo_key), ()):  # analysis/identity.py
-                self.note_model(fr, ev[1])
-            return self.memo[memo_key]
+            if not self._later_memo(memo_key):
+                for ev in self.memo.get(("ctor-notes", memo_key), ()):  # analysis/identity.py
+                    self.note_model(fr, ev[1])
+                return self.memo[memo_key]
+            self._retract(memo_key)
         n_events = len(fr.root.events)
+        start = self.report_seq
         oid = next(self.oids)
         self.allocs[oid] = []
         cname = cls_key.split(":", 1)[1]
-        self.constructed.setdefault(cls_key, TraceStep(fr.path, line, f"{cname} built here"))
+        if cls_key not in self.constructed or self._later_memo(("built", cls_key)):
+            self.constructed[cls_key] = TraceStep(fr.path, line, f"{cname} built here")
+            self.memo_rank[("built", cls_key)] = self.rank
         obj = AV(V.MODULE if is_module else V.OBJ, cls=cls_key, oid=oid, src="self")
         self.ctor_args[oid] = {id(v) for a in (*args, *(v for _, v in kwargs)) for v in a}
         self.building[oid] = {}
@@ -634,6 +666,10 @@ class CallMixin:
             ),
         )
         self.memo[memo_key] = result
+        self.memo_rank[memo_key] = self.rank
+        self.memo_span[memo_key] = (start, self.report_seq)
+        if self.ranked:  # made again for a lower rank (_later_memo): its notes replace
+            self.memo.pop(("ctor-notes", memo_key), None)
         notes = tuple(ev for ev in fr.root.events[n_events:] if ev[0] == "modelnote")
         if notes:
             self.memo[("ctor-notes", memo_key)] = notes

@@ -13,6 +13,7 @@ contract of the file that makes them.
 from __future__ import annotations
 
 import itertools
+import os
 
 from reload_lint.analysis import shapes as S
 from reload_lint.analysis import triage
@@ -80,6 +81,18 @@ class Analyzer(
         self.findings: dict[tuple, Finding] = {}
         self.memo: dict[tuple, tuple] = {}
         self.memo_effects: dict[tuple, tuple] = {}  # memo key -> effects on the root
+        # the rank (sequential place) of the root being analysed, and of the root that made
+        # each summary, finding and constructor site; while `ranked` (the first pass over the
+        # roots) a lower rank's replaces a higher one's (the order-independence test)
+        self.rank = 0
+        self.ranked = False
+        self.memo_rank: dict[tuple, int] = {}
+        self._rank_of: dict[tuple, int] = {}
+        # reports numbered in order; the number each finding was made at, and the span of
+        # numbers each summary's making covered (calls._retract)
+        self.report_seq = 0
+        self._made: dict[tuple, int] = {}
+        self.memo_span: dict[tuple, tuple[int, int]] = {}
         self.active: set[tuple] = set()
         self.oids = itertools.count(1)
         self.constructed: dict[str, TraceStep] = {}
@@ -112,6 +125,8 @@ class Analyzer(
         # object fields: (class, attribute) -> what objects of that class built on a post-load
         # path hold there; roots that read a field before it was known are run again
         self.fields: dict[tuple[str, str], tuple] = {}
+        self.field_parts: dict[tuple[str, str], list] = {}  # (rank, values) of each write
+        self._field_top: dict[tuple[str, str], int] = {}  # the highest rank in each
         self.field_waiters: dict[tuple[str, str], set[tuple[str, str]]] = {}
         self.field_dirty: set[tuple[str, str]] = set()
         self.field_dependent: set[tuple] = set()  # memo keys whose computation read a field
@@ -127,6 +142,8 @@ class Analyzer(
         # flag attr -> {(truth, (path, function, block)): line}: constant flag stores post-load
         self.flag_sets: dict[str, dict] = {}
         self._guard_ctx: dict[tuple, list] = {}  # finding key -> guards of each reaching path
+        self._guard_ranks: dict[tuple, list] = {}  # the rank of each (pathfacts.py)
+        self._scope_rank: dict[tuple, int] = {}
         self._resets: dict[str, dict] = {}
         self._code_resets: dict[tuple, str | None] = {}  # guard -> where code sets it back
         self._reuse_shapes: dict[tuple, tuple | None] = {}  # reuse helpers (calls.py)
@@ -135,6 +152,7 @@ class Analyzer(
         self._ffo: dict[str, str | None] = {}
         self._derived_src: dict[tuple, str] = {}  # finding key -> attribute it derives from
         self._masked: dict[tuple, list] = {}
+        self._masked_ranks: dict[tuple, list] = {}  # the rank of each (pathfacts.py)
         self.scoped: dict[tuple, object] = {}  # finding key -> Scope it was reached in
         self.dropped: dict[tuple, str] = {}  # finding key -> why path facts removed it
         self.facts: dict[tuple, dict] = {}  # finding key -> triage fields (guard, masked)
@@ -157,15 +175,24 @@ class Analyzer(
             for qn, f in self.index.view(mod, "roots", names) or ():
                 roots.append((mod, qn, f))
         heirs = self.inherited_roots(names) + self.patched_roots(modules, names)
+        # each root's rank is its place in the sequential order; what two roots both make (a
+        # finding at one site, a call summary, a constructor's site) is the lower rank's,
+        # whatever order they ran in (RELOAD_LINT_SHUFFLE_ROOTS: the order-independence test)
+        rank = {id(r): i for i, r in enumerate(roots)}
         # make the registries see every root file before judging
         self._registered = None
-        for mod, qn, f in roots:
+        self.ranked = True
+        for r in shuffled_roots(roots):
+            mod, qn, f = r
+            self.rank = rank[id(r)]
             self._guarded(mod, qn, f, self.run_root, mod, qn, f)
-        for mod, qn, f, cls_key in heirs:
+        for i, (mod, qn, f, cls_key) in enumerate(heirs):
+            self.rank = len(roots) + i  # after the package's own roots, in a fixed order
             self._guarded(mod, qn, f, self.run_root, mod, qn, f, cls_key)
+        self.ranked = False
         # roots that read an object field (what an object built after loading holds) before
         # the root that builds the object ran: run them once more, with fresh summaries
-        again = [r for r in roots if (r[0], r[1]) in self.field_dirty]
+        again = [r for r in roots if (r[0], r[1]) in self.field_dirty]  # in rank order
         if again:
             # forget only the summaries computed while a field was read (and the aggregates
             # over every subclass's constructor, which are not on the active stack)
@@ -182,12 +209,15 @@ class Analyzer(
                 for k, where in list(self._root_of.items())
                 if where in rerun and k in self.findings
             }
-            for mod, qn, f in again:
+            for r in again:
+                mod, qn, f = r
+                self.rank = rank[id(r)]
                 self._guarded(mod, qn, f, self.run_root, mod, qn, f)
             judged = {(k[0], k[1], k[3]) for k in self.findings}
             for k, fd in first.items():
                 if (k[0], k[1], k[3]) not in judged:
                     self.findings[k] = fd
+        self.rank = len(roots)  # the passes after the roots run in one fixed order
         self.run_lazy()
         self.run_apply_caches([*modules, *self.cache_modules])
         self.run_address_caches(getattr(self, "addr_modules", ()))
@@ -644,6 +674,24 @@ class Analyzer(
         fr = Frame(mod, path, f, env, f"{mod}:{f['cls']}", 0, mode, chain, state)
         fr.stack = ((path, mod, f["qn"]),)
         self.exec_body(fr, f["body"])
+
+
+SHUFFLE_ENV = "RELOAD_LINT_SHUFFLE_ROOTS"
+
+
+def shuffled_roots(roots: list) -> list:
+    """The roots in the order they are analysed: as found (module, then definition order),
+    or, with `RELOAD_LINT_SHUFFLE_ROOTS=SEED` set (a test hook, docs/performance.md), in an
+    order shuffled by that seed. The output must not depend on it: a property test runs the
+    fixtures under several seeds (tests/unit/test_shuffle_roots.py)."""
+    seed = os.environ.get(SHUFFLE_ENV)
+    if not seed:
+        return roots
+    import random
+
+    out = list(roots)
+    random.Random(seed).shuffle(out)
+    return out
 
 
 def deleted_on_path(state, attr: str, key) -> bool:

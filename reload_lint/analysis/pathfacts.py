@@ -27,6 +27,7 @@ Mixed into Analyzer (analysis/interp.py).
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 
 from reload_lint.analysis import values as V
@@ -359,13 +360,22 @@ class PathFactsMixin:
             self.note_hook_key(fr, key)
             return True
         scope = self.dead_branch(fr) or self.scope_of(fr)
+        # what several roots note at one key is kept in the sequential order: the lowest
+        # rank's first (the first pass), then the later passes' in their order
+        rank = self.rank if self.ranked else 1 << 30
         if scope is not None:
-            self.scoped.setdefault(key, scope)
-            self.dropped.setdefault(key, scope.why)
+            if key not in self.scoped or self._scope_rank.get(key, -1) > rank:
+                self.scoped[key] = scope
+                self.dropped[key] = scope.why
+                self._scope_rank[key] = rank
             return False
         self.note_hook_key(fr, key)
         pos = (*fr.positions, (fr.func.get("qn"), fr.block_hint))
-        self._guard_ctx.setdefault(key, []).append((tuple(fr.guards), pos))
+        ctxs = self._guard_ctx.setdefault(key, [])
+        ranks = self._guard_ranks.setdefault(key, [])
+        at = bisect.bisect_right(ranks, (rank, self.report_seq))
+        ranks.insert(at, (rank, self.report_seq))
+        ctxs.insert(at, (tuple(fr.guards), pos))
         fr.root.keys.setdefault(key, pos)
         return True
 
@@ -603,9 +613,13 @@ class PathFactsMixin:
                             f"({spath}:{sline}) and nothing restores its checkpoint shape",
                         )
                     )
+        rank = self.rank if self.ranked else 1 << 30  # kept in rank order (note_report)
         for key, here in state.keys.items():
             why = next((w for b, w in events if _encloses(b, here)), None)
-            self._masked.setdefault(key, []).append(why)
+            whys, ranks = self._masked.setdefault(key, []), self._masked_ranks.setdefault(key, [])
+            at = bisect.bisect_right(ranks, rank)
+            ranks.insert(at, rank)
+            whys.insert(at, why)
 
     def _restores_shapes(self, cls_key: str | None) -> bool:
         if not cls_key:

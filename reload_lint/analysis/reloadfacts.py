@@ -166,7 +166,41 @@ def _hook_calls(trees):
     return True, ", ".join(lines)
 
 
+def detect_kept(files, store, default: ReloadFacts = NEWEST) -> ReloadFacts:
+    """`detect(files, default)`, kept in the record store's pack (cache.py, `kept`) with the
+    hashes of the files it read: a cached run over an unchanged reload package parses none
+    of them. The key is the tool's fingerprint, `default` and every file's path and module
+    name (which files are the reload package, which module holds the deferral predicate)."""
+    if not getattr(store, "use_cache", False):
+        return detect(files, default)
+    import hashlib
+
+    from reload_lint.cache import tool_fingerprint
+
+    h = hashlib.sha256(f"{tool_fingerprint()}\x1e{default!r}".encode())
+    for sf in files:
+        h.update(f"\x1e{sf.rel}\x1f{sf.module}".encode())
+    key = h.hexdigest()
+    got = store.kept("reloadfacts", key)
+    if isinstance(got, ReloadFacts):
+        return got
+    global _READ
+    _READ = []
+    try:
+        facts = detect(files, default)
+        read = _READ
+    finally:
+        _READ = None
+    store.keep("reloadfacts", key, read, facts)
+    return facts
+
+
+_READ: list | None = None  # while detect_kept runs: the files _parse read
+
+
 def _parse(sf) -> ast.Module | None:
+    if _READ is not None and sf is not None:
+        _READ.append(sf.rel)
     data = read_regular(sf.path) if sf is not None else None
     if data is None:
         return None

@@ -392,9 +392,23 @@ class StoreMixin:
             return
         key = (cls_key, attr)
         old = self.fields.get(key, ())
-        new = V.union(old, keep)
-        if len(new) != len(old):
+        # each root's writes kept apart, the field their union in rank order (the union keeps
+        # the first value of each key, up to its cap): the sequential order's value whatever
+        # order the roots ran in. After the first pass every write ranks last.
+        rank = self.rank if self.ranked else 1 << 30
+        writes = self.field_parts.get(key)
+        if writes is None:
+            writes = self.field_parts[key] = []
+        writes.append((rank, keep))
+        if rank >= self._field_top.get(key, -1):
+            self._field_top[key] = rank
+            new = V.union(old, keep)  # a write in rank order: the union so far, extended
+        else:  # a lower rank after a higher one (a shuffled order): in rank order again
+            writes.sort(key=lambda w: w[0])  # stable: a rank's writes stay in their order
+            new = V.union(*(w[1] for w in writes))
+        if new != old:
             self.fields[key] = new
+        if len(new) != len(old):
             self.field_dirty |= self.field_waiters.get(key, set())
 
     def read_field(self, fr: Frame, b: AV, attr: str, line: int) -> tuple:
@@ -435,11 +449,18 @@ class StoreMixin:
             path, line, symbol, shown = moved
             column, end_line = 1, line
         key = (path, line, rule, shown)
+        self.report_seq += 1  # each report numbered: what a summary reported (calls._retract)
         if not self.note_report(fr, key):
             return ()  # out of scope (pathfacts.py): no finding
         self.note_feeds_report(fr, key, rule, shown)
         if key in self.findings:
-            return key
+            if not (self.ranked and self._rank_of.get(key, -1) > self.rank):
+                return key
+            # made first by a root later in the sequential order: this root's stands
+            self._stored_cls.pop(key, None)
+            self._conditional.discard(key)
+        self._rank_of[key] = self.rank
+        self._made[key] = self.report_seq
         root = fr.chain[0]
         self._root_of[key] = (root.path, root.note.rsplit(" ", 1)[-1])
         self.note_store_site(key, fr, st)

@@ -48,3 +48,47 @@ def test_plain_check_does_not_import_libcst(tmp_path):
 def test_show_fixes_still_imports_libcst(tmp_path):
     # the probe can see an import: computing fixes loads the codemods' parser
     assert _libcst_loaded(tmp_path, "--show-fixes") != []
+
+
+CACHED_PROBE = """
+import json, sys
+from reload_lint.cli import main
+try:
+    main(sys.argv[1:])
+except SystemExit:
+    pass
+want = ("reload_lint.analysis.contracts", "reload_lint.analysis.interp", "subprocess")
+print(json.dumps([m for m in want if m in sys.modules]))
+"""
+
+
+def test_cached_check_does_not_import_the_analysis(tmp_path):
+    """A check the cache answers (nothing changed; a comment added to a file, the early
+    cutoff) makes no contract and runs no analysis: it does not import them, nor what only a
+    download needs (sources.py). Nor does it parse the reload package (the reload facts are
+    kept in the pack: tests/unit/test_reloadfacts.py)."""
+    import shutil
+
+    tree = tmp_path / "tree"
+    shutil.copytree(FIXTURE, tree)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "RELOAD_LINT_NO_PROGRESS": "1"}
+    args = ["check", ".", "--cache-dir", str(tmp_path / "cache"), "--exit-zero"]
+    args += ["--format", "json", "-o", str(tmp_path / "out.json")]
+
+    def loaded() -> list[str]:
+        proc = subprocess.run(
+            [sys.executable, "-c", CACHED_PROBE, *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=tree,
+            timeout=300,
+        )
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+
+    assert "reload_lint.analysis.interp" in loaded()  # the first run analyses
+    assert loaded() == []  # nothing changed: the whole-run result
+    some = sorted(tree.rglob("*.py"))[-1]
+    some.write_text(some.read_text(encoding="utf-8") + "\n# a note\n", encoding="utf-8")
+    assert loaded() == []  # a comment: the early cutoff

@@ -95,3 +95,32 @@ def test_missing_or_unreadable_reload_code_falls_back_to_the_newest(tmp_path, wh
         "hooks_take_args",
     ):
         assert getattr(f, k) == getattr(reloadfacts.NEWEST, k)
+
+
+def test_facts_kept_in_the_pack_while_the_reload_files_stand(tmp_path, monkeypatch):
+    """A cached run reads the facts from the pack (cache.py, `kept`) and parses no reload
+    file; an edit to a file they were read from (the reload package's
+    layerwise.py here) reads them again, and the result is the one `--no-cache` gives."""
+    import shutil
+
+    from reload_lint.config import Config
+    from reload_lint.engine import run_check
+
+    root = tmp_path / "tree"
+    shutil.copytree(FIXTURES / "minireload025", root)
+    cache = tmp_path / "cache"
+    first = run_check([root], Config(), base_dir=root, cache_dir=cache)
+    real = reloadfacts.detect
+    calls = []
+    monkeypatch.setattr(reloadfacts, "detect", lambda *a, **k: calls.append(1) or real(*a, **k))
+    again = run_check([root], Config(), base_dir=root, cache_dir=cache)
+    assert calls == [] and again.findings == first.findings
+    pred = root / "vllm/model_executor/model_loader/reload/layerwise.py"
+    pred.write_text(pred.read_text(encoding="utf-8") + "\n# edited\n", encoding="utf-8")
+    edited = run_check([root], Config(), base_dir=root, cache_dir=cache)
+    assert calls == [1]
+    plain = run_check([root], Config(), base_dir=root, use_cache=False)
+    assert [f.to_json() for f in edited.findings] == [f.to_json() for f in plain.findings]
+    assert calls == [1, 1]  # --no-cache reads them
+    assert run_check([root], Config(), base_dir=root, cache_dir=cache).findings == plain.findings
+    assert calls == [1, 1]
