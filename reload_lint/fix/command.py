@@ -55,21 +55,13 @@ def attach(args, cfg, plan, findings: list[Finding]) -> FixSet | None:
     live = [f for f in findings if f.suppressed is None]
     if not live:
         return None
-    from reload_lint.engine import run_check
     from reload_lint.fix.engine import remedies_for
     from reload_lint.fix.validate import shadow_audit
 
     def run(paths, top):
         # no cache: the copy lives in a fresh temporary folder, and what a run keeps is keyed
         # by where it ran, so each re-audit would leave a pack behind
-        return run_check(
-            paths,
-            cfg,
-            base_dir=top,
-            use_cache=False,
-            jobs=getattr(args, "jobs", None),
-            bases=plan.bases,
-        ).findings
+        return _copy_audit(paths, top, cfg, args, plan).findings
 
     roots = [Path(p) for p in plan.paths]
 
@@ -219,22 +211,30 @@ def reaudit_written(args, cfg, plan, changed=None):
 
 def reaudit_patched(args, cfg, plan, texts: dict[str, str], changed=None):
     """`--diff`: the same plain audit, of a temporary copy with the patch written over it."""
-    from reload_lint.engine import run_check
     from reload_lint.fix.validate import shadow_audit
     from reload_lint.gate import apply_gate
 
     def run(paths, top):
-        result = run_check(
-            paths,
-            cfg,
-            base_dir=top,
-            use_cache=False,
-            jobs=getattr(args, "jobs", None),
-            bases=plan.bases,
+        return apply_gate(
+            _copy_audit(paths, top, cfg, args, plan), cfg, plan, args, changed=changed
         )
-        return apply_gate(result, cfg, plan, args, changed=changed)
 
     return shadow_audit(plan.base, [Path(p) for p in plan.paths], texts, run)
+
+
+def _copy_audit(paths, top, cfg, args, plan):
+    """A fresh audit of a patched copy: no cache (the copy lives in a temporary folder, and a
+    run keyed by where it ran would leave a pack behind), the run's `--base` trees."""
+    from reload_lint.engine import run_check
+
+    return run_check(
+        paths,
+        cfg,
+        base_dir=top,
+        use_cache=False,
+        jobs=getattr(args, "jobs", None),
+        bases=plan.bases,
+    )
 
 
 def mark(before: list[Finding], after: list[Finding], oc, unsafe: bool) -> None:
