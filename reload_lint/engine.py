@@ -453,6 +453,42 @@ def config_scopes(cfg: Config) -> tuple:
     return tuple(out)
 
 
+_DEPTH = "call depth limit ("
+
+
+def collapse_depth_rows(errors) -> list[FileError]:
+    """One RL906 row per file for the call-depth limit: a package whose post-load reaches a
+    deep parser or encoder would otherwise get a row for every call cut there. The row is
+    at the first such call of the file and says how many there were."""
+    out: list[FileError] = []
+    depth: dict[str, list[FileError]] = {}
+    for e in errors:
+        if e.message.startswith(_DEPTH):
+            depth.setdefault(e.path, []).append(e)
+        else:
+            out.append(e)
+    for path, rows in depth.items():
+        rows.sort(key=lambda e: (e.line, e.message))
+        first = rows[0]
+        if len(rows) == 1:
+            out.append(first)
+            continue
+        limit = first.message[len(_DEPTH) :].split(")", 1)[0]
+        names = sorted({r.message.split(" reached at ", 1)[-1].split(";", 1)[0] for r in rows})
+        shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        out.append(
+            FileError(
+                first.rule,
+                path,
+                f"call depth limit ({limit}) reached at {len(rows)} calls in this file ({shown});"
+                " their bodies were not analysed (a result is assumed to be a new tensor"
+                " when the call takes tensors)",
+                first.line,
+            )
+        )
+    return out
+
+
 def _named_errors(store, files, only_paths: set[str], have: list[FileError]) -> list[FileError]:
     """The parse errors of the files pre-commit names that the result does not hold: each
     named file is parsed (from the pack when it is there) even when no root reaches it, so a
@@ -545,7 +581,7 @@ def _analyse(
                     out.setdefault("created", {}).setdefault(key, made)
                 for key, why in analyzer.dropped.items():
                     out.setdefault("dropped", {}).setdefault(key, why)
-            for e in getattr(analyzer, "errors", ()):
+            for e in collapse_depth_rows(getattr(analyzer, "errors", ())):
                 if all(
                     (e.path, e.line, e.message) != (x.path, x.line, x.message) for x in store.errors
                 ):

@@ -66,7 +66,8 @@ class ExprMixin:
             return self.eval_fstring(fr, e)
         if k == "k":
             if e[1] == "str":
-                return (AV(V.STR, value=e[2]),) if e[2] is not None else (V.SCAL,)
+                # text only: a bytes constant is a plain scalar (it names no attribute)
+                return (AV(V.STR, value=e[2]),) if isinstance(e[2], str) else (V.SCAL,)
             if e[1] == "none":
                 return (V.NON,)
             if e[2] == "None" or (e[1] == "other"):
@@ -629,7 +630,8 @@ def _concat(left: tuple, right: tuple) -> tuple:
 def _joined(combos: list, vals: tuple) -> list | None:
     """Each string of `combos` followed by each string `vals` can be (8 at most), or None when
     `vals` holds anything but known strings or more would result."""
-    strs = sorted({v.value for v in vals if v.kind == V.STR and v.value is not None})
+    # only text joins: a bytes constant (`b"\0" + name.encode()`) is an unknown scalar here
+    strs = sorted({v.value for v in vals if v.kind == V.STR and isinstance(v.value, str)})
     if not strs or len(strs) != len(vals) or len(strs) * len(combos) > 8:
         return None
     return [c + s for c in combos for s in strs]

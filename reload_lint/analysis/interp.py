@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import itertools
 import os
+import sys
+import traceback
 
 from reload_lint.analysis import shapes as S
 from reload_lint.analysis import triage
@@ -228,6 +230,7 @@ class Analyzer(
         self.add_graph_visibility()
         self.drop_prep_inputs()
         self.apply_facts()
+        self.drop_hook_lazy_duplicates()  # after the passes that may change a store's rule
         self.finalize_confidence()
         return list(self.findings.values())
 
@@ -468,6 +471,8 @@ class Analyzer(
             except RecursionError:
                 raise
             except Exception as exc:  # one odd statement must not end the analysis
+                if os.environ.get("RELOAD_LINT_DEBUG"):  # --debug: the internal error's traceback
+                    traceback.print_exc(file=sys.stderr)
                 if fr.mode == "post":  # it may have run any post-load hook (analysis/hooks.py)
                     fr.root.events.append(("hookcall", ("*",)))
                 self._incomplete(
@@ -601,6 +606,32 @@ class Analyzer(
                 continue
             done.add((mod, qn))
             self._guarded(mod, qn, f, self._run_method, mod, f, "lazy", cls_key, where)
+
+    def drop_hook_lazy_duplicates(self) -> None:
+        """An RL108 the first-forward pass found by running a post-load hook of an object the
+        post-load builds (a per-group method whose post-load the layer's post-load calls),
+        where the post-load analysis already reports the same store as moving: that store is
+        post-load code, one finding says so, and "first forward" would name the wrong
+        mechanism. A stale-copy verdict (RL201) at the same store is not a move: both stay."""
+        moving = {
+            (k[0], k[1], k[3])
+            for k, fd in self.findings.items()
+            if fd.rule in ("RL101", "RL102", "RL104", "RL105")  # the rule now, not when found
+        }
+        for k, fd in list(self.findings.items()):
+            if fd.rule != "RL108" or (k[0], k[1], k[3]) not in moving:
+                continue
+            hooks = [
+                s.note.rsplit(".", 1)[-1]
+                for s in fd.trace
+                if s.note.startswith(("first-forward method ", "reached from first-forward method "))
+            ]
+            if hooks and all(h in self.root_names for h in hooks):
+                self.dropped[k] = (
+                    "the store is in a post-load hook the post-load calls on an object it builds:"
+                    " reported as a post-load store at the same line"
+                )
+                del self.findings[k]
 
     def _post_called(self, mod: str, qn: str) -> bool:
         """Whether the post-load analysis ran function `mod:qn` (a call summary in post mode)."""

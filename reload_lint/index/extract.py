@@ -316,6 +316,11 @@ class _Extractor(SourceText, ExprLowering, GuardLowering, DefLowering):
             if node.finalbody:
                 self.block(node.finalbody, out, guard, func_qn, cls_qn)
             return
+        if tp is ast.ClassDef and func_qn:
+            # a class defined in a function body (a factory that builds the quant method
+            # once vLLM is importable): a class like any other, named as Python does
+            self.klass(node, f"{func_qn}.<locals>.{node.name}")
+            return
         if tp in _FUNCS:
             qn = f"{func_qn}.<locals>.{node.name}" if func_qn else node.name
             self.function(node, qn, cls_qn=None, parent=func_qn)
