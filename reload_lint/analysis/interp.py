@@ -624,7 +624,9 @@ class Analyzer(
             hooks = [
                 s.note.rsplit(".", 1)[-1]
                 for s in fd.trace
-                if s.note.startswith(("first-forward method ", "reached from first-forward method "))
+                if s.note.startswith(
+                    ("first-forward method ", "reached from first-forward method ")
+                )
             ]
             if hooks and all(h in self.root_names for h in hooks):
                 self.dropped[k] = (
