@@ -128,6 +128,31 @@ _PYPROJECT_REQ = re.compile(r"""['"](vllm|sglang)\s*(?:\[[^\]]*\])?\s*==\s*([0-9
 _GATE = re.compile(r"""\bvllm_version_is\(\s*['"]([0-9][\w.+-]*)['"]\s*\)""")
 
 
+_RANGE = re.compile(r"^Requires-Dist:\s*(vllm|sglang)\s*(?:\[[^\]]*\])?\s*([<>!=~][^;\n]*)", re.M)
+
+
+def _version_key(v: str) -> tuple:
+    return tuple(int(p) if p.isdigit() else 0 for p in v.split("."))
+
+
+def _ranged(text: str) -> tuple[str, str] | None:
+    """A `Requires-Dist: vllm>=0.22.1,<=0.31.0,!=0.30.*` range: (spec, why). An inclusive
+    upper bound the exclusions do not rule out names the newest release the range admits;
+    an open range is quoted for the user to pick a release in it (spec `vllm==VERSION`)."""
+    m = _RANGE.search(text)
+    if m is None:
+        return None
+    pkg, body = m.group(1), m.group(2).strip().strip("()")
+    clauses = [c.strip() for c in body.split(",") if c.strip()]
+    excluded = [c[2:].strip() for c in clauses if c.startswith("!=")]
+    tops = [c[2:].strip() for c in clauses if c.startswith("<=")]
+    for top in sorted(tops, key=_version_key):  # the tightest inclusive bound
+        if not any(top == x or (x.endswith(".*") and top.startswith(x[:-1])) for x in excluded):
+            return f"{pkg}=={top}", f"the newest release `{pkg}{body}` admits"
+        break
+    return f"{pkg}==VERSION", f"a release in `{pkg}{body}`"
+
+
 def suggest(paths, texts) -> tuple[str, str] | None:
     """(spec, where it comes from) for the base an audited package names, or None.
 
@@ -147,6 +172,9 @@ def suggest(paths, texts) -> tuple[str, str] | None:
                 m = _REQ.search(text)
                 if m:
                     return f"{m.group(1)}=={m.group(2).split('+', 1)[0]}", f"{meta}"
+                got = _ranged(text)
+                if got is not None:
+                    return got[0], f"{meta} ({got[1]})"
             pp = d / "pyproject.toml"
             if pp.is_file():
                 try:

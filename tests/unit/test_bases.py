@@ -355,3 +355,17 @@ def test_layer_post_load_the_base_reload_does_not_run(proj):
     got = _run(proj, "vllm-src")
     found = {f.symbol for f in got.findings if f.path == "plugin/layers.py"}
     assert found == {"MyAttention.process_weights_after_loading"}
+
+
+def test_a_ranged_requirement_names_its_inclusive_upper_bound():
+    from reload_lint.bases import _ranged
+
+    meta = "Name: p\nRequires-Dist: vllm!=0.25.0,!=0.29.*,<=0.31.0,>=0.22.1\n"
+    spec, why = _ranged(meta)
+    assert spec == "vllm==0.31.0" and "newest release" in why
+    # an excluded bound names nothing: the user picks a release in the range
+    spec, why = _ranged("Requires-Dist: vllm>=0.22,<=0.30.1,!=0.30.*\n")
+    assert spec == "vllm==VERSION" and "<=0.30.1" in why
+    spec, why = _ranged('Requires-Dist: vllm>=0.28; extra == "serve"\n')
+    assert spec == "vllm==VERSION" and why == "a release in `vllm>=0.28`"
+    assert _ranged("Requires-Dist: torch>=2.4\n") is None
