@@ -33,6 +33,10 @@ os.environ.setdefault("RELOAD_LINT_WATCH", "warn")
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 
 OUT = os.environ.get("OUT") or "."
+# the module tree's size for the cost line (docs/performance.md, "Runtime watch"): a check costs
+# per storage, a weight sync per byte; WATCH_LAYERS=32 gives an 8B-class module count
+LAYERS = int(os.environ.get("WATCH_LAYERS", "2"))
+HIDDEN = int(os.environ.get("WATCH_HIDDEN", "256"))
 RESULT: dict = {"path": None, "attempts": {}}
 
 
@@ -68,9 +72,9 @@ def tiny_llama(folder: str) -> str:
     cfg = dict(
         architectures=["LlamaForCausalLM"],
         model_type="llama",
-        hidden_size=256,
-        intermediate_size=512,
-        num_hidden_layers=2,
+        hidden_size=HIDDEN,
+        intermediate_size=2 * HIDDEN,
+        num_hidden_layers=LAYERS,
         num_attention_heads=4,
         num_key_value_heads=2,
         vocab_size=1024,
@@ -92,7 +96,7 @@ def tiny_llama(folder: str) -> str:
     import torch
     from safetensors.torch import save_file
 
-    h, i, v, kv = 256, 512, 1024, 2 * 64
+    h, i, v, kv = HIDDEN, 2 * HIDDEN, 1024, 2 * (HIDDEN // 4)
     g = torch.Generator().manual_seed(0)
 
     def r(*shape):
@@ -100,7 +104,7 @@ def tiny_llama(folder: str) -> str:
 
     w = {"model.embed_tokens.weight": r(v, h), "lm_head.weight": r(v, h)}
     w["model.norm.weight"] = torch.ones(h, dtype=torch.bfloat16)
-    for n in range(2):
+    for n in range(LAYERS):
         p = f"model.layers.{n}."
         w |= {
             p + "self_attn.q_proj.weight": r(h, h),
@@ -125,8 +129,27 @@ def _report(worker):
     watch = getattr(runner, "_reload_lint_watch", None)
     if watch is None:
         return {"error": "no watch on the model runner (capture_model not wrapped or not run)"}
+    t = time.perf_counter()
     rep = watch.check()
-    return {"slots": len(watch.slots), "report": rep.to_json(), "text": str(rep)}
+    first_ms = (time.perf_counter() - t) * 1e3
+    again = []  # checks with nothing changed since: the steady cost per sync
+    for _ in range(5):
+        t = time.perf_counter()
+        watch.check()
+        again.append((time.perf_counter() - t) * 1e3)
+    t = time.perf_counter()
+    from reload_lint.watch import StorageWatch
+
+    StorageWatch.collect(runner.get_model())
+    collect_ms = (time.perf_counter() - t) * 1e3
+    return {
+        "slots": len(watch.slots),
+        "report": rep.to_json(),
+        "text": str(rep),
+        "check_ms": round(first_ms, 2),
+        "check_ms_steady": round(min(again), 2),
+        "collect_ms": round(collect_ms, 2),
+    }
 
 
 def engine() -> dict:
@@ -153,10 +176,12 @@ def engine() -> dict:
     sp = SamplingParams(max_tokens=4, temperature=0.0)
     before = llm.generate([prompt], sp)[0].outputs[0].token_ids
     errors = None
+    t = time.perf_counter()
     try:
         llm.collective_rpc("reload_weights")
     except Exception as exc:  # raise mode: StorageMovedError comes back here
         errors = f"{type(exc).__name__}: {exc}"
+    reload_s = time.perf_counter() - t  # the update, the plugin's check after it included
     reports = llm.collective_rpc(_report)
     after = llm.generate([prompt], sp)[0].outputs[0].token_ids
     return {
@@ -164,6 +189,9 @@ def engine() -> dict:
         "model_written": how,
         "engine_start_s": round(start_s, 1),
         "reload_error": errors,
+        "reload_s": round(reload_s, 3),
+        "layers": LAYERS,
+        "hidden": HIDDEN,
         "reports": reports,
         "tokens_before": list(before),
         "tokens_after": list(after),
