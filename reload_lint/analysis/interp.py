@@ -144,6 +144,9 @@ class Analyzer(
         # flag attr -> {(truth, (path, function, block)): line}: constant flag stores post-load
         self.flag_sets: dict[str, dict] = {}
         self._guard_ctx: dict[tuple, list] = {}  # finding key -> guards of each reaching path
+        self._once_vals: dict[
+            int, tuple
+        ] = {}  # id(value) -> (value, first-use guards it was bound under)
         self._guard_ranks: dict[tuple, list] = {}  # the rank of each (pathfacts.py)
         self._scope_rank: dict[tuple, int] = {}
         self._resets: dict[str, dict] = {}
@@ -488,6 +491,8 @@ class Analyzer(
             vals = self.eval(fr, st[5])
             mid = len(fr.root.events)
             where = st[7] if len(st) > 7 else ()
+            if fr.guards and fr.mode == "post":
+                vals = self.bound_once(fr, vals)
             for tgt in st[4]:
                 if tgt[0] == "n":
                     prev = fr.blocks.get(tgt[1])

@@ -28,13 +28,16 @@ Mixed into Analyzer (analysis/interp.py).
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from reload_lint.analysis import values as V
 from reload_lint.analysis.shapes import shape_changing
 from reload_lint.config import path_matches
 from reload_lint.index.extract import _INVERT as _NOT  # flag senses and their negations
 from reload_lint.index.extract import DTYPE_ALIASES, dotted
+
+# values a run-once guard's binding can make: new storage, objects holding it, callables
+_ONCE_KINDS = frozenset({V.FRESH, V.PARAM, V.OBJ, V.MODULE, V.CALLABLE, V.CONTAINER, V.TUPLE})
 
 # Where checkpoint Parameters are created (what a loader looks up by name on the next load);
 # these run once per engine, never on an update.
@@ -349,8 +352,37 @@ class PathFactsMixin:
                 return scope
         return None
 
+    def bound_once(self, fr, vals: tuple) -> tuple:
+        """VALS as bound by an assignment under FR's first-use guards (`if self._pool is
+        None:`): each value object is noted with the guards in force and where they stand, so
+        a store that later keeps that same object (`self.kept = self._pool`) is judged as
+        running behind them too: the object is made on the first load only. Each bound value is
+        a copy of its own, noted by identity (kept alive with its note): a memoised value other
+        paths share is not marked, and a value derived from it is a new object, made on every
+        run, that carries nothing."""
+        if fr.constructing:  # a constructor's bindings are the object's own
+            return vals
+        gs = tuple(
+            g
+            for g in fr.guards
+            if g[2] in ("none", "absent") and not g[0].startswith("never|") and g[1][:1] != "<"
+        )
+        if not gs:
+            return vals
+        pos = (*fr.positions, (fr.func.get("qn"), fr.block_hint))
+        add = tuple((g, pos) for g in gs)
+        out = []
+        for v in vals:
+            if v.kind in _ONCE_KINDS:
+                had = self._once_vals.get(id(v))
+                prior = had[1] if had and had[0] is v else ()
+                v = replace(v)  # this binding's own object: a memoised value is shared
+                self._once_vals[id(v)] = (v, prior + add)
+            out.append(v)
+        return tuple(out)
+
     # ------------------------------------------------------------------ reporting hooks
-    def note_report(self, fr, key: tuple) -> bool:
+    def note_report(self, fr, key: tuple, v=None) -> bool:
         """Called for every reported store; False when the store is out of scope."""
         if fr.mode != "post":
             dead = self.dead_branch(fr)
@@ -375,7 +407,11 @@ class PathFactsMixin:
         ranks = self._guard_ranks.setdefault(key, [])
         at = bisect.bisect_right(ranks, (rank, self.report_seq))
         ranks.insert(at, (rank, self.report_seq))
-        ctxs.insert(at, (tuple(fr.guards), pos))
+        # the value's own run-once guards, each with where it was bound (bound_once)
+        noted = self._once_vals.get(id(v)) if v is not None else None
+        once = noted[1] if noted is not None and noted[0] is v else ()
+        made = tuple(("@once", g, gpos) for g, gpos in once)
+        ctxs.insert(at, (tuple(fr.guards) + made, pos))
         fr.root.keys.setdefault(key, pos)
         return True
 
@@ -404,7 +440,8 @@ class PathFactsMixin:
             resets = self._reset_flags(contract)
             verdicts = []
             for ctx, pos in ctxs:
-                once = [g for g in ctx if self._disabled(g, pos)]
+                pairs = [(g[1], g[2]) if g[0] == "@once" else (g, pos) for g in ctx]
+                once = [g for g, p in pairs if self._disabled(g, p)]
                 if not once:
                     verdicts.append(None)
                     break

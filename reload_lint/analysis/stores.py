@@ -450,7 +450,7 @@ class StoreMixin:
             column, end_line = 1, line
         key = (path, line, rule, shown)
         self.report_seq += 1  # each report numbered: what a summary reported (calls._retract)
-        if not self.note_report(fr, key):
+        if not self.note_report(fr, key, v):
             return ()  # out of scope (pathfacts.py): no finding
         self.note_feeds_report(fr, key, rule, shown)
         if key in self.findings:

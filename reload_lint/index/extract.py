@@ -344,6 +344,14 @@ class _Extractor(SourceText, ExprLowering, GuardLowering, DefLowering):
                     self.local_flags[name] = self.flag_terms(test, False)
                 else:
                     self.local_flags.pop(name, None)
+                if lower_util.EXTENSIONS:
+                    # `pool = getattr(self, "_pool", None)` / `pool = self._pool`: a local
+                    # standing for that slot, so `if pool is None:` tests the slot
+                    slot = self.slot_of(test)
+                    if slot is not None:
+                        self.local_flags["<slot>" + name] = [slot]
+                    else:
+                        self.local_flags.pop("<slot>" + name, None)
             out.append(
                 (
                     "assign",

@@ -200,7 +200,27 @@ class GuardLowering:
                 if (pos or neg) and type(left) in (ast.Attribute, ast.Call):
                     terms = [t for t in self.flag_terms(left, exit_form) if t[2] is True][:1]
                     return [(b, a, "none" if pos else "notnone") for b, a, _s in terms]
+                if (pos or neg) and type(left) is ast.Name:
+                    # a local bound to a slot (`pool = getattr(self, "_pool", None)`)
+                    slot = self.local_flags.get("<slot>" + left.id)
+                    if slot:
+                        b, a = slot[0]
+                        return [(b, a, "none" if pos else "notnone")]
         return []
+
+    def slot_of(self, value) -> tuple[str, str] | None:
+        """(base, attr) for `getattr(self, "a", None)` / `self.a` on a guard base."""
+        if type(value) is ast.Attribute:
+            base = _guard_base(value.value)
+            return (base, value.attr) if base else None
+        if type(value) is ast.Call and _ast_dotted(value.func) == "getattr":
+            args = _call_args(value)
+            if len(args) == 3 and _is_const(args[2][0], None) and self.simple_string(args[1][0]):
+                base = _guard_base(args[0][0])
+                name = args[1][0].value
+                if base and isinstance(name, str):
+                    return (base, name)
+        return None
 
     # ---- predicate functions -------------------------------------------------------------
     def ret_test(self, node) -> tuple | None:

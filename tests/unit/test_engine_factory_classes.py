@@ -183,3 +183,64 @@ def test_depth_limit_rows_collapse_to_one_per_file():
     b = [e for e in out if e.path == "pkg/b.py"]
     assert b == [rows[3]]  # a single row is kept as it was
     assert any("skipped: TypeError" in e.message for e in out)
+
+
+SHARED = """
+import torch
+from vllm.model_executor.layers.linear import LinearMethodBase
+
+
+class Pool:
+    def __init__(self, n):
+        self.buf = torch.zeros(n, device="cuda")
+
+
+class Aliased(LinearMethodBase):
+    def __init__(self):
+        self.pool = None
+
+    def process_weights_after_loading(self, layer):
+        if self.pool is None:
+            self.pool = Pool(128)
+        self.kept = self.pool
+
+    def apply(self, layer, x, bias=None):
+        return x + self.kept.buf
+
+
+class ViaLocal(LinearMethodBase):
+    def process_weights_after_loading(self, layer):
+        pool = getattr(self, "_pool", None)
+        if pool is None:
+            pool = Pool(128)
+            self._pool = pool
+        self.pool_d = pool
+
+    def apply(self, layer, x, bias=None):
+        return x + self.pool_d.buf
+
+
+class Always(LinearMethodBase):
+    def process_weights_after_loading(self, layer):
+        pool = getattr(self, "_pool", None)
+        pool = Pool(128)
+        self._pool = pool
+        self.pool_e = pool
+
+    def apply(self, layer, x, bias=None):
+        return x + self.pool_e.buf
+"""
+
+
+def test_a_shared_object_made_once_then_aliased_is_not_rebuilt(tmp_path):
+    """`if self.pool is None: self.pool = Pool()` then `self.kept = self.pool`, and the same
+    through a local (`pool = getattr(self, "_pool", None)`; `if pool is None:` ... `self._pool =
+    pool`): the object is made on the first load only; a reload keeps it. A Pool made on every
+    post-load is still reported."""
+    res = check_files(tmp_path, {"pkg/__init__.py": "", "pkg/shared.py": SHARED})
+    got = {f.target for f in res.findings}
+    assert "self.kept" not in got and "self.pool" not in got
+    assert "self.pool_d" not in got and "self._pool" not in {
+        f.target for f in res.findings if f.symbol.startswith("ViaLocal")
+    }
+    assert {"self.pool_e"} <= got
