@@ -505,6 +505,9 @@ class Analyzer(
                         continue
                 if tgt[0] == "a":
                     self.note_flag_set(fr, tgt[2], st[5], where)
+                elif tgt[0] == "s" and tgt[1][:1] == ("n",) and tgt[1][1] not in fr.env:
+                    # `_POOLS[key] = pool` on a module-level registry: its entry is set
+                    self.note_flag_set(fr, tgt[1][1] + "[]", st[5], where)
                 self.bind(fr, tgt, vals, st)
             self.note_feeds_assign(fr, start, mid, st)
         elif kind == "expr":

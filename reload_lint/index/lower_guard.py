@@ -209,7 +209,18 @@ class GuardLowering:
         return []
 
     def slot_of(self, value) -> tuple[str, str] | None:
-        """(base, attr) for `getattr(self, "a", None)` / `self.a` on a guard base."""
+        """(base, attr) for `getattr(self, "a", None)` / `self.a` on a guard base; for
+        `_POOLS.get(key)` on a module-level name, the registry's entry ("", "_POOLS[]")."""
+        if (
+            type(value) is ast.Call
+            and type(value.func) is ast.Attribute
+            and value.func.attr == "get"
+            and type(value.func.value) is ast.Name
+            and 1 <= len(value.args) <= 2
+            and not value.keywords
+            and (len(value.args) == 1 or _is_const(value.args[1], None))
+        ):
+            return ("", value.func.value.id + "[]")
         if type(value) is ast.Attribute:
             base = _guard_base(value.value)
             return (base, value.attr) if base else None

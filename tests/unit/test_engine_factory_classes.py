@@ -220,6 +220,21 @@ class ViaLocal(LinearMethodBase):
         return x + self.pool_d.buf
 
 
+_POOLS = {}
+
+
+class Registry(LinearMethodBase):
+    def process_weights_after_loading(self, layer):
+        pool = _POOLS.get("cuda")
+        if pool is None:
+            pool = Pool(64)
+            _POOLS["cuda"] = pool
+        self.pool_r = pool
+
+    def apply(self, layer, x, bias=None):
+        return x + self.pool_r.buf
+
+
 class Always(LinearMethodBase):
     def process_weights_after_loading(self, layer):
         pool = getattr(self, "_pool", None)
@@ -235,12 +250,14 @@ class Always(LinearMethodBase):
 def test_a_shared_object_made_once_then_aliased_is_not_rebuilt(tmp_path):
     """`if self.pool is None: self.pool = Pool()` then `self.kept = self.pool`, and the same
     through a local (`pool = getattr(self, "_pool", None)`; `if pool is None:` ... `self._pool =
-    pool`): the object is made on the first load only; a reload keeps it. A Pool made on every
-    post-load is still reported."""
+    pool`; a module registry's `pool = _POOLS.get(k)` ... `_POOLS[k] = pool`): the object is
+    made on the first load only; a reload keeps it. A Pool made on every post-load is still
+    reported."""
     res = check_files(tmp_path, {"pkg/__init__.py": "", "pkg/shared.py": SHARED})
     got = {f.target for f in res.findings}
     assert "self.kept" not in got and "self.pool" not in got
     assert "self.pool_d" not in got and "self._pool" not in {
         f.target for f in res.findings if f.symbol.startswith("ViaLocal")
     }
+    assert "self.pool_r" not in got  # a module registry's get-or-create
     assert {"self.pool_e"} <= got
