@@ -34,6 +34,8 @@ class Step:
     label: str  # "workspace", "kw[perm]", "[0]", "<closure:perm>", ...
     attr: bool  # True when label is a plain attribute name
     qual: str = ""  # the owner's qualified class name (module.Class)
+    # how to take this step again on the owner (watch/_replay.py): (kind, key); not compared
+    get: tuple | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass
@@ -96,8 +98,8 @@ def walk_tensors(roots: dict[str, object]) -> list[TensorHit]:
             seen.add(id(obj))
             budget[0] -= 1
             mro, qual = _type_names(type(obj))
-            for child, label, is_attr in _children(obj):
-                step = Step(mro, label, is_attr, qual)
+            for child, label, is_attr, get in _children(obj):
+                step = Step(mro, label, is_attr, qual, get)
                 sep = "" if label.startswith("[") else "."
                 nxt.append((child, f"{path}{sep}{label}", (*steps, step), depth + 1))
         queue = nxt
@@ -107,70 +109,84 @@ def walk_tensors(roots: dict[str, object]) -> list[TensorHit]:
 def _children(obj: object):
     """(child, label, is_attribute) for one object."""
     if isinstance(obj, functools.partial):
-        yield obj.func, "func", False
+        yield obj.func, "func", False, ("pf", None)
         for i, a in enumerate(obj.args):
-            yield a, f"args[{i}]", False
+            yield a, f"args[{i}]", False, ("pa", i)
         for k, v in (obj.keywords or {}).items():
-            yield v, f"kw[{k}]", False
+            yield v, f"kw[{k}]", False, ("pk", k)
         return
     if isinstance(obj, types.MethodType):
-        yield obj.__func__, "__func__", False
-        yield obj.__self__, "__self__", False
+        yield obj.__func__, "__func__", False, ("mf", None)
+        yield obj.__self__, "__self__", False, ("ms", None)
         return
     if isinstance(obj, types.FunctionType):
         names = obj.__code__.co_freevars
-        for name, cell in zip(names, obj.__closure__ or (), strict=False):
+        for i, (name, cell) in enumerate(zip(names, obj.__closure__ or (), strict=False)):
             try:
                 val = cell.cell_contents
             except ValueError:  # empty cell
                 continue
-            yield val, f"<closure:{name}>", False
+            yield val, f"<closure:{name}>", False, ("c", (i, name))
         defaults = obj.__defaults__ or ()
         argnames = obj.__code__.co_varnames[: obj.__code__.co_argcount]
-        for name, val in zip(argnames[len(argnames) - len(defaults) :], defaults, strict=False):
-            yield val, f"<default:{name}>", False
+        named = zip(argnames[len(argnames) - len(defaults) :], defaults, strict=False)
+        for i, (name, val) in enumerate(named):
+            yield val, f"<default:{name}>", False, ("d", i)
         for name, val in (obj.__kwdefaults__ or {}).items():
-            yield val, f"<default:{name}>", False
+            yield val, f"<default:{name}>", False, ("kd", name)
         wrapped = getattr(obj, "__wrapped__", None)
         if wrapped is not None:
-            yield wrapped, "__wrapped__", False
+            yield wrapped, "__wrapped__", False, ("a", "__wrapped__")
         return
     if isinstance(obj, dict):
         for k, v in list(obj.items()):
-            yield v, f"[{k!r}]" if not isinstance(k, str) else f"[{k}]", False
+            yield v, f"[{k!r}]" if not isinstance(k, str) else f"[{k}]", False, _item(k)
         return
     if isinstance(obj, (list, tuple)):
         for i, v in enumerate(obj):
-            yield v, f"[{i}]", False
+            yield v, f"[{i}]", False, ("i", i)
         return
     if isinstance(obj, (set, frozenset)):
         for i, v in enumerate(sorted(obj, key=id)):
-            yield v, f"[#{i}]", False
+            yield v, f"[#{i}]", False, None  # a set has no stable order
         return
     if torch is not None and isinstance(obj, torch.nn.Module):
         for name, p in obj._parameters.items():
-            yield p, name, True
+            yield p, name, True, ("mp", name)
         for name, b in obj._buffers.items():
-            yield b, name, True
+            yield b, name, True, ("mb", name)
         for name, m in obj._modules.items():
-            yield m, name, True
+            yield m, name, True, ("mm", name)
         skip = {"_parameters", "_buffers", "_modules"}
         for name, v in list(vars(obj).items()):
             if name in skip or name.startswith("_forward") or name.startswith("_backward"):
                 continue
             if name.endswith("_hooks") or name.endswith("_hooks_with_kwargs"):
                 continue
-            yield v, name, True
+            yield v, name, True, ("a", name)
         return
     d = getattr(obj, "__dict__", None)
     if isinstance(d, dict):
         for name, v in list(d.items()):
-            yield v, name, True
+            yield v, name, True, ("a", name)
     for cls in type(obj).__mro__:
         for name in getattr(cls, "__slots__", ()) or ():
             if name in ("__dict__", "__weakref__"):
                 continue
             try:
-                yield getattr(obj, name), name, True
+                yield getattr(obj, name), name, True, ("s", name)
             except AttributeError:
                 continue
+
+
+_KEYS = (str, int, float, bool, bytes, type(None), enum.Enum)
+
+
+def _item(key: object) -> tuple | None:
+    """The replay step for a dict entry; None for a key the watch must not hold (a tensor, a
+    module: holding it would keep it alive) or cannot compare."""
+    if isinstance(key, _KEYS):
+        return ("i", key)
+    if isinstance(key, tuple) and all(isinstance(k, _KEYS) for k in key):
+        return ("i", key)
+    return None

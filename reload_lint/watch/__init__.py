@@ -23,6 +23,7 @@ from torch.multiprocessing.reductions import StorageWeakRef
 
 from reload_lint.confirm.recorder import DispatchRecorder
 from reload_lint.confirm.walk import TensorHit, walk_tensors
+from reload_lint.watch._replay import Plan
 
 __all__ = [
     "Change",
@@ -105,6 +106,7 @@ class _Slot:
     owner: str | None
     owner_mro: tuple[str, ...]
     attr: str
+    cdata: int = 0  # the storage object's identity (alive while a path still reaches it)
 
 
 def _class_where(qual: str | None) -> str | None:
@@ -148,6 +150,7 @@ def _slot(hit: TensorHit) -> _Slot | None:
         owner=last.qual if last else None,
         owner_mro=last.owner if last else (),
         attr=attr,
+        cdata=ref.cdata,
     )
 
 
@@ -210,6 +213,7 @@ class StorageWatch:
         for f in self.findings:
             self._by_key.setdefault(_finding_key(f), f)
         self.slots: dict[str, _Slot] = {}
+        self._plan = Plan()
         self.dispatch: DispatchRecorder | None = None
         self._warned: set[str] = set()
         self.oracle = graph_liveness_oracle()
@@ -225,6 +229,7 @@ class StorageWatch:
     def collect(cls, model, mode="warn", ignore=(), findings=None, root=""):
         watch = cls(model, mode=mode, ignore=ignore, findings=findings, root=root)
         watch.slots = watch._walk()
+        watch._plan.compile()
         return watch
 
     # -- recording --------------------------------------------------------------------------
@@ -240,14 +245,16 @@ class StorageWatch:
 
     def _walk(self) -> dict[str, _Slot]:
         out: dict[str, _Slot] = {}
+        self._plan = plan = Plan()
         for hit in self._hits():
             s = _slot(hit) if hit.path not in out else None
             if s is not None:
+                plan.add(len(out), hit.steps)
                 out[s.path] = s
         return out
 
     def _pointers(self) -> dict[str, int]:
-        """path -> storage address now (the check needs no weak references)."""
+        """path -> storage address now, through a full walk (the paths a replay cannot take)."""
         out: dict[str, int] = {}
         for hit in self._hits():
             if hit.path not in out:
@@ -294,13 +301,40 @@ class StorageWatch:
             fix=(f or {}).get("fix") or None,
         )
 
+    def _now(self):
+        """(slot index -> storage address now, indices whose recorded storage a path still
+        holds). Each recorded path is taken again (watch/_replay.py); only the paths that
+        cannot be (a set member) are looked up through a full walk."""
+        model = self.model
+        if model is None:
+            return {}, set()
+        ptrs: dict[int, int] = {}
+        alive: set[int] = set()
+        order = list(self.slots.values())
+        for i, t in self._plan.resolve(model).items():
+            try:
+                st = t.untyped_storage()
+                ptrs[i] = st.data_ptr()
+            except (AttributeError, RuntimeError, NotImplementedError, TypeError):
+                continue
+            if st._cdata == order[i].cdata:
+                alive.add(i)
+        if self._plan.unreplayable:
+            walked = self._pointers()
+            for i in self._plan.unreplayable:
+                cur = walked.get(order[i].path)
+                if cur is not None:
+                    ptrs[i] = cur
+        return ptrs, alive
+
     def check(self) -> Report:
-        now = self._pointers()
+        now, alive = self._now()
         report = Report(oracle=self.oracle)
-        for path, s in self.slots.items():
-            cur = now.get(path)
+        for i, s in enumerate(self.slots.values()):
+            cur = now.get(i)
             moved = cur is not None and cur != s.data_ptr
-            freed = s.ref.expired()
+            # a storage a path still holds is alive: only the others need the weak reference
+            freed = i not in alive and s.ref.expired()
             if not (moved or freed) or self._ignored(s, self._match(s)):
                 continue
             if moved:
