@@ -83,9 +83,7 @@ MUTATIONS = [
 def reference(watch: StorageWatch) -> tuple[set[str], set[str]]:
     """moved/freed through a full walk, the check's behaviour before the replay."""
     now = watch._pointers()
-    moved = {
-        p for p, s in watch.slots.items() if now.get(p) is not None and now[p] != s.data_ptr
-    }
+    moved = {p for p, s in watch.slots.items() if now.get(p) is not None and now[p] != s.data_ptr}
     freed = {p for p, s in watch.slots.items() if s.ref.expired()}
     return moved, freed
 
