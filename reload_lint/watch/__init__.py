@@ -10,6 +10,7 @@ which paths now point at a different storage (``moved``) and which recorded stor
 from __future__ import annotations
 
 import fnmatch
+import functools
 import inspect
 import json
 import logging
@@ -109,8 +110,11 @@ class _Slot:
     cdata: int = 0  # the storage object's identity (alive while a path still reaches it)
 
 
+@functools.lru_cache(maxsize=1024)
 def _class_where(qual: str | None) -> str | None:
-    """``file:line`` of a class named ``module.Qual.Name``; None where it cannot be found."""
+    """``file:line`` of a class named ``module.Qual.Name``; None where it cannot be found.
+    Cached per class: ``inspect.getsourcelines`` of a class parses its whole module (~20 ms
+    for vLLM's linear.py), and a report names the same few classes for every layer."""
     if not qual:
         return None
     parts = qual.split(".")
