@@ -179,14 +179,22 @@ def _children(obj: object):
                 continue
 
 
-_KEYS = (str, int, float, bool, bytes, type(None), enum.Enum)
+_KEYS = (str, int, float, bool, bytes, type(None), enum.Enum, type)
+if torch is not None:
+    _KEYS = (*_KEYS, torch.dtype, torch.device)
+
+
+def _plain_key(key: object, depth: int = 0) -> bool:
+    """A key the watch may hold: a plain value, a class, a dtype or device (none keeps a
+    storage alive), or a tuple / frozenset of such keys (a shape, a `(dtype, device)` pair)."""
+    if isinstance(key, _KEYS):
+        return True
+    if isinstance(key, (tuple, frozenset)) and depth < 4:
+        return all(_plain_key(k, depth + 1) for k in key)
+    return False
 
 
 def _item(key: object) -> tuple | None:
     """The replay step for a dict entry; None for a key the watch must not hold (a tensor, a
-    module: holding it would keep it alive) or cannot compare."""
-    if isinstance(key, _KEYS):
-        return ("i", key)
-    if isinstance(key, tuple) and all(isinstance(k, _KEYS) for k in key):
-        return ("i", key)
-    return None
+    module, a function: holding it would keep it, or what it closes over, alive)."""
+    return ("i", key) if _plain_key(key) else None

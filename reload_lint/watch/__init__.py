@@ -307,15 +307,17 @@ class StorageWatch:
 
     def _now(self):
         """(slot index -> storage address now, indices whose recorded storage a path still
-        holds). Each recorded path is taken again (watch/_replay.py); only the paths that
-        cannot be (a set member) are looked up through a full walk."""
+        holds). Each recorded path is taken again (watch/_replay.py); below a step that cannot be
+        (a set member) only the object reached there is walked, and a path that walk does not
+        name again is looked up through a full walk."""
         model = self.model
         if model is None:
             return {}, set()
         ptrs: dict[int, int] = {}
         alive: set[int] = set()
         order = list(self.slots.values())
-        for i, t in self._plan.resolve(model).items():
+        resolved, lost = self._plan.resolve(model)
+        for i, t in resolved.items():
             try:
                 st = t.untyped_storage()
                 ptrs[i] = st.data_ptr()
@@ -323,9 +325,9 @@ class StorageWatch:
                 continue
             if st._cdata == order[i].cdata:
                 alive.add(i)
-        if self._plan.unreplayable:
+        if lost:
             walked = self._pointers()
-            for i in self._plan.unreplayable:
+            for i in lost:
                 cur = walked.get(order[i].path)
                 if cur is not None:
                     ptrs[i] = cur

@@ -163,3 +163,55 @@ def test_recorded_path_is_taken_even_where_a_walk_would_name_the_object_elsewher
     report = watch.check()
     moved = {c.path for c in report.moved}
     assert "1.kernel.workspace" in moved and "0.kernel.workspace" in moved
+
+
+def test_below_a_set_only_the_set_is_walked(monkeypatch):
+    m = model(3)
+    m[1].kernel.pool = {torch.ones(2)}
+    watch = StorageWatch.collect(m)
+    assert len(watch._plan.unreplayable) == 1
+    monkeypatch.setattr(watch, "_pointers", lambda: pytest.fail("walked the whole model"))
+    assert not watch.check()  # nothing changed: the set's member is found again below it
+    (old,) = m[1].kernel.pool
+    m[1].kernel.pool.discard(old)
+    m[1].kernel.pool.add(torch.ones(2))  # the same set, a new member
+    assert "1.kernel.pool[#0]" in {c.path for c in watch.check().moved}
+
+
+def test_a_tensor_keyed_entry_is_found_again_below_its_dict(monkeypatch):
+    m = model(2)
+    key = torch.ones(2)
+    m[0].kernel.by_key = {key: torch.ones(1)}
+    watch = StorageWatch.collect(m)
+    assert watch._plan.unreplayable
+    monkeypatch.setattr(watch, "_pointers", lambda: pytest.fail("walked the whole model"))
+    m[0].kernel.by_key[key] = torch.ones(1)
+    moved = {c.path for c in watch.check().moved}
+    assert any(p.startswith("0.kernel.by_key[tensor(") for p in moved), moved
+
+
+def test_a_path_the_walk_below_does_not_name_again_falls_back_to_the_full_walk(monkeypatch):
+    m = model(1)
+    m[0].kernel.pool = {torch.ones(2), torch.ones(3)}
+    watch = StorageWatch.collect(m)
+    for t in list(m[0].kernel.pool):
+        m[0].kernel.pool.discard(t)
+        break  # one member left: one recorded `[#i]` is not named again below the set
+    calls = []
+    full = watch._pointers
+    monkeypatch.setattr(watch, "_pointers", lambda: calls.append(1) or full())
+    watch.check()
+    assert calls == [1]
+
+
+def test_plain_dict_keys_replay_without_a_walk():
+    m = model(1)
+    m[0].kernel.by_dtype = {torch.float16: torch.ones(1), (torch.float32, "cuda", 2): torch.ones(1)}
+    m[0].kernel.by_class = {Kernel: torch.ones(1), torch.Size([2, 2]): torch.ones(1)}
+    watch = StorageWatch.collect(m)
+    assert not watch._plan.unreplayable
+    m[0].kernel.by_dtype[torch.float16] = torch.ones(1)
+    m[0].kernel.by_class[Kernel] = torch.ones(1)
+    moved = {c.path for c in watch.check().moved}
+    assert "0.kernel.by_dtype[torch.float16]" in moved
+    assert sum("by_class[" in p for p in moved) == 1, moved
