@@ -142,6 +142,19 @@ def _report(worker):
         t = time.perf_counter()
         watch._now()
         lookups.append((time.perf_counter() - t) * 1e3)
+    # where the paths a replay cannot take leave the recorded steps: the owner's class and
+    # the kind of the step (a set member, a dict entry under a key the watch must not hold)
+    import collections
+    import re
+
+    from reload_lint.confirm.walk import walk_tensors
+
+    kinds: collections.Counter = collections.Counter()
+    for hit in walk_tensors({"": runner.get_model()}):
+        for s in hit.steps:
+            if s.get is None:
+                kinds[f"{s.qual} {re.sub(r'[0-9]+', 'N', s.label)[:60]}"] += 1
+                break
     t = time.perf_counter()
     from reload_lint.watch import StorageWatch
 
@@ -155,6 +168,7 @@ def _report(worker):
         "check_ms_steady": round(min(again), 2),
         "lookup_ms": round(min(lookups), 2),
         "unreplayable": len(watch._plan.unreplayable),
+        "unreplayable_at": kinds.most_common(12),
         "collect_ms": round(collect_ms, 2),
     }
 
