@@ -113,6 +113,14 @@ def choose_contract(files: Iterable[SourceFile], bases=()) -> tuple[str, str]:
     if top is not None:
         if top == "sglang":
             return "inplace-only", f"the audited tree is SGLang's (`{top}/` at its top)"
+        loader = _release_loader(files, top)
+        if loader is not None and not (loader / "reload").is_dir():
+            return (
+                "vllm-load-weights",
+                f"the audited tree is vLLM's (`{top}/` at its top) and has no "
+                f"`{top}/model_executor/model_loader/reload/`: an update is `model.load_weights`, "
+                "which copies into the registered parameters and never re-runs post-load",
+            )
         return "vllm-layerwise", f"the audited tree is vLLM's (`{top}/` at its top)"
     engines: set[bytes] = set()
     reruns = layerwise = None
@@ -162,6 +170,45 @@ def choose_contract(files: Iterable[SourceFile], bases=()) -> tuple[str, str]:
     return "vllm-layerwise", "default for a vLLM package (the newest release's reload facts)"
 
 
+_BUILDS = re.compile(r"(?i)init|build|create|construct|instantiate|make|^[A-Z]")
+
+
+def _first_load_loops(fn) -> set[int]:
+    """ids of the nodes of each module loop in `fn` over a model `fn` itself built before the
+    loop (bound from a constructor-like call: `_initialize_model(...)`, `build_model(...)`,
+    `ModelClass(...)`): post-load run there runs on the first load only."""
+    built: dict[str, int] = {}
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+            f = node.value.func
+            name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
+            if name and _BUILDS.search(name):
+                for t in node.targets:
+                    if isinstance(t, ast.Name):
+                        built.setdefault(t.id, node.lineno)
+    out: set[int] = set()
+    for loop in ast.walk(fn):
+        if not isinstance(loop, (ast.For, ast.AsyncFor)) or not isinstance(loop.iter, ast.Call):
+            continue
+        recv = getattr(loop.iter.func, "value", None)
+        if isinstance(recv, ast.Name) and built.get(recv.id, loop.lineno) < loop.lineno:
+            out.update(id(n) for n in ast.walk(loop))
+    return out
+
+
+def _release_loader(files, top: str):
+    """The tree's `<top>/model_executor/model_loader/` folder on disk (looked up beside the
+    audited files, so auditing a sub-folder of a checkout still sees it), or None where the
+    tree has none (a partial copy: nothing can be said about its reload)."""
+    for sf in files:
+        rel, path = sf.rel, str(sf.path)
+        if rel.split("/", 1)[0] != top or not path.endswith(rel):
+            continue
+        loader = Path(path[: len(path) - len(rel)] or ".") / top / "model_executor" / "model_loader"
+        return loader if loader.is_dir() else None
+    return None
+
+
 def _call_line(data: bytes, names) -> int | None:
     """The first line calling one of `names` (a call, not an import or a definition)."""
     for i, line in enumerate(data.splitlines(), 1):
@@ -180,7 +227,10 @@ def _reruns_post_load(data: bytes) -> int | None:
     live parameters). Not one: a post-load that delegates to a kernel's post-load, and a
     replacement of vLLM's first-load driver (a function named `*process_weights_after_loading`
     or assigned over `<module>.process_weights_after_loading`), which runs once after the
-    first load as the function it replaces does."""
+    first load as the function it replaces does, and a first-load driver written inline: the
+    loop walks a model the same function has just built (`model = _initialize_model(...)`;
+    `model.load_weights(...)`; `for _, m in model.named_modules(): ...`, vLLM 0.4's
+    `DefaultModelLoader.load_model`), which exists only on the first load."""
     try:
         tree = ast.parse(data)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
@@ -199,6 +249,9 @@ def _reruns_post_load(data: bytes) -> int | None:
         ):
             if not any(isinstance(a, ast.Name) and a.id == "self" for a in fn.args.args[:1]):
                 skip.update(id(n) for n in ast.walk(fn))
+    for fn in ast.walk(tree):
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            skip.update(_first_load_loops(fn))
     for loop in ast.walk(tree):
         if not isinstance(loop, (ast.For, ast.AsyncFor)) or id(loop) in skip:
             continue

@@ -7,6 +7,10 @@ depends on the number of objects, not on bytes). Prints ms per collect and per c
 manifest's Python memory (tracemalloc), as JSON.
 
     PYTHONPATH=. python3 scripts/bench_watch.py [--layers 80] [--repeat 5]
+
+Each figure is the best of ``--repeat`` runs; ``full_walk_ms`` is what the check cost when it
+re-walked the model (before it took the recorded paths again), ``host_load_1min`` the load the
+figures were taken under.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import os
 import time
 import tracemalloc
 
@@ -26,6 +31,8 @@ class Kernel:
     def __init__(self):
         self.workspace = torch.zeros(16)
         self.act_perm = functools.partial(torch.index_select, dim=0, index=torch.arange(4))
+        # a path no replay can take (a set member): the check walks only the set
+        self.pool = {torch.zeros(2)}
 
 
 class QuantMethod:
@@ -76,7 +83,7 @@ def main() -> None:
     model = stub(args.layers)
     modules = sum(1 for _ in model.modules())
 
-    collect, check = [], []
+    collect, check, walk = [], [], []
     for _ in range(args.repeat):
         t = time.perf_counter()
         watch = StorageWatch.collect(model)
@@ -85,25 +92,36 @@ def main() -> None:
         report = watch.check()
         check.append(time.perf_counter() - t)
         assert not report
+        t = time.perf_counter()
+        watch._pointers()  # what a check cost when it re-walked the model
+        walk.append(time.perf_counter() - t)
     tracemalloc.start()
     before = tracemalloc.take_snapshot()
     watch = StorageWatch.collect(model)
     after = tracemalloc.take_snapshot()
     tracemalloc.stop()
     mem = sum(s.size_diff for s in after.compare_to(before, "filename"))
-    # assumption: a 70B bf16 weight sync (140 GB) over NCCL at ~50 GB/s effective is ~3 s per
-    # update; an 8B one (16 GB) ~0.3 s
+    # assumption: a bf16 weight sync over NCCL / CUDA IPC at ~50 GB/s effective: ~0.3 s for an
+    # 8B model (16 GB), ~2.8 s for a 70B one (140 GB). The stub's layer count picks the model
+    # it mirrors: 32 layers an 8B-class tree, 80 a 70B-class one
     sync_s = {"8B": 16 / 50, "70B": 140 / 50}
+    like = "8B" if args.layers <= 48 else "70B"
     out = {
         "layers": args.layers,
         "modules": modules,
         "storages": len(watch.slots),
+        "unreplayable": len(watch._plan.unreplayable),
         "collect_ms": round(min(collect) * 1e3, 1),
-        "check_ms": round(min(check) * 1e3, 1),
+        "check_ms": round(min(check) * 1e3, 2),
+        "full_walk_ms": round(min(walk) * 1e3, 1),
         "manifest_kib": round(mem / 1024, 1),
         "weight_sync_s_assumed": sync_s,
-        "check_share_of_70B_sync": round(min(check) / sync_s["70B"], 4),
-        "check_share_of_8B_sync": round(min(check) / sync_s["8B"], 4),
+        "mirrors": like,
+        "check_share_of_sync": round(min(check) / sync_s[like], 5),
+        "check_share_of_70B_sync": round(min(check) / sync_s["70B"], 5),
+        "check_share_of_8B_sync": round(min(check) / sync_s["8B"], 5),
+        "host_load_1min": round(os.getloadavg()[0], 2),
+        "repeat": args.repeat,
     }
     print(json.dumps(out, indent=2))
 

@@ -230,6 +230,24 @@ def _below(steps) -> str:
 
 def _walk_below(obj, walks, out: dict, lost: set) -> None:
     """Find each (index, path) of ``walks`` by walking ``obj`` alone."""
+    if isinstance(obj, (set, frozenset)):
+        # the common case, a tensor held in a set: the walk names its members `[#i]` in
+        # order of id, so that order is all a look-up needs
+        members = None
+        rest = []
+        for i, path in walks:
+            n = path[2:-1] if path.startswith("[#") and path.endswith("]") else ""
+            if n.isdigit():
+                if members is None:
+                    members = sorted(obj, key=id)
+                k = int(n)
+                if k < len(members) and _is_tensor(members[k]):
+                    out[i] = members[k]
+                    continue
+            rest.append((i, path))
+        if not rest:
+            return
+        walks = rest
     from reload_lint.confirm.walk import walk_tensors
 
     found: dict[str, object] = {}
@@ -245,3 +263,8 @@ def _walk_below(obj, walks, out: dict, lost: set) -> None:
 
 def _never(obj, key):
     return _MISS
+
+
+def _is_tensor(obj) -> bool:
+    t = type(obj)
+    return any(c.__name__ == "Tensor" and c.__module__.startswith("torch") for c in t.__mro__)

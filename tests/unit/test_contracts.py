@@ -221,9 +221,41 @@ class PluginMethod:
 """
 
 
+# vLLM 0.4's first-load driver, written inline in the loader: the loop walks a model the same
+# function has just built, so it runs on the first load only
+FIRST_LOAD = """
+def _initialize_model(config):
+    ...
+
+
+class DefaultModelLoader:
+    def load_model(self, *, model_config):
+        model = _initialize_model(model_config)
+        model.load_weights(self._get_weights())
+        for _, module in model.named_modules():
+            quant_method = getattr(module, "quant_method", None)
+            if quant_method is not None:
+                quant_method.process_weights_after_loading(module)
+        return model.eval()
+"""
+# the same loop over a model it did not build: an update path re-running post-load
+UPDATE = """
+class Worker:
+    def update_weights(self, weights):
+        model = self.model_runner.model
+        model.load_weights(weights)
+        for _, module in model.named_modules():
+            quant_method = getattr(module, "quant_method", None)
+            if quant_method is not None:
+                quant_method.process_weights_after_loading(module)
+"""
+
+
 @pytest.mark.parametrize(
     "text, want",
     [
+        (FIRST_LOAD, "vllm-layerwise"),
+        (UPDATE, "inplace-only"),
         ("from sglang.srt.layers.quantization import base_config\n", "inplace-only"),
         ("import vllm\nimport sglang\n", "vllm-layerwise"),
         (
@@ -418,3 +450,26 @@ def test_copy_or_rebind_shape_checker(name):
     src, want = _SHAPES[name]
     rec = extract_module(textwrap.dedent(src), "m", False)
     assert copy_or_rebind_shape(rec["functions"]["helper"]) == want
+
+
+@pytest.mark.parametrize(
+    "reload_pkg, want", [(True, "vllm-layerwise"), (False, "vllm-load-weights")]
+)
+def test_a_vllm_tree_without_the_reload_package_updates_by_load_weights(tmp_path, reload_pkg, want):
+    loader = tmp_path / "vllm" / "model_executor" / "model_loader"
+    loader.mkdir(parents=True)
+    if reload_pkg:
+        (loader / "reload").mkdir()
+    sub = tmp_path / "vllm" / "model_executor" / "layers"
+    sub.mkdir()
+    f = sub / "linear.py"
+    f.write_text("x = 1\n", encoding="utf-8")
+    # decided by the tree on disk, also when only a sub-folder is audited
+    assert auto_contract([SourceFile(path=f, rel="vllm/model_executor/layers/linear.py")]) == want
+
+
+def test_a_partial_vllm_tree_keeps_the_layerwise_default(tmp_path):
+    (tmp_path / "vllm").mkdir()
+    f = tmp_path / "vllm" / "x.py"
+    f.write_text("x = 1\n", encoding="utf-8")
+    assert auto_contract([SourceFile(path=f, rel="vllm/x.py")]) == "vllm-layerwise"
