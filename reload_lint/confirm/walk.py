@@ -186,11 +186,19 @@ if torch is not None:
 
 def _plain_key(key: object, depth: int = 0) -> bool:
     """A key the watch may hold: a plain value, a class, a dtype or device (none keeps a
-    storage alive), or a tuple / frozenset of such keys (a shape, a `(dtype, device)` pair)."""
+    storage alive), a tuple / frozenset of such keys (a shape, a `(dtype, device)` pair), or a
+    frozen dataclass whose fields are such keys (vLLM's `BatchDescriptor`, the key of each
+    captured graph's entry)."""
     if isinstance(key, _KEYS):
         return True
-    if isinstance(key, (tuple, frozenset)) and depth < 4:
+    if depth >= 4:
+        return False
+    if isinstance(key, (tuple, frozenset)):
         return all(_plain_key(k, depth + 1) for k in key)
+    params = getattr(type(key), "__dataclass_params__", None)
+    if params is not None and params.frozen and not isinstance(key, type):
+        fields = getattr(type(key), "__dataclass_fields__", {})
+        return all(_plain_key(getattr(key, f, None), depth + 1) for f in fields)
     return False
 
 

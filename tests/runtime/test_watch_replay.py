@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import gc
 import random
@@ -204,8 +205,21 @@ def test_a_path_the_walk_below_does_not_name_again_falls_back_to_the_full_walk(m
     assert calls == [1]
 
 
+@dataclasses.dataclass(frozen=True)
+class Batch:  # the shape of vLLM's BatchDescriptor, the key of each captured graph's entry
+    num_tokens: int
+    num_reqs: int | None = None
+    uniform: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class HoldsTensor:
+    t: object = None
+
+
 def test_plain_dict_keys_replay_without_a_walk():
     m = model(1)
+    m[0].kernel.graphs = {Batch(8): torch.ones(1), Batch(16, 4, True): torch.ones(1)}
     m[0].kernel.by_dtype = {torch.float16: torch.ones(1), (torch.float32, "cuda", 2): torch.ones(1)}
     m[0].kernel.by_class = {Kernel: torch.ones(1), torch.Size([2, 2]): torch.ones(1)}
     watch = StorageWatch.collect(m)
@@ -215,3 +229,12 @@ def test_plain_dict_keys_replay_without_a_walk():
     moved = {c.path for c in watch.check().moved}
     assert "0.kernel.by_dtype[torch.float16]" in moved
     assert sum("by_class[" in p for p in moved) == 1, moved
+    m[0].kernel.graphs[Batch(8)] = torch.ones(1)
+    assert sum("graphs[" in c.path for c in watch.check().moved) == 1
+
+
+def test_a_frozen_dataclass_key_holding_a_tensor_is_not_held():
+    m = model(1)
+    m[0].kernel.by_obj = {HoldsTensor(torch.ones(2)): torch.ones(1)}
+    watch = StorageWatch.collect(m)
+    assert watch._plan.unreplayable  # holding that key would keep its tensor alive
