@@ -38,6 +38,7 @@ from reload_lint.analysis.frame import (
 )
 from reload_lint.analysis.hooks import HookRootsMixin
 from reload_lint.analysis.identity import IdentityCastMixin
+from reload_lint.analysis.kept import KeptObjectsMixin
 from reload_lint.analysis.oracles import Oracles
 from reload_lint.analysis.pathfacts import BUILTIN_SCOPES, ONCE_NAMES, PathFactsMixin, _encloses
 from reload_lint.analysis.platforms import PlatformBranchMixin, PlatformScopeMixin
@@ -72,6 +73,7 @@ class Analyzer(
     FeedsMixin,
     ExternalViewsMixin,
     AddressCacheMixin,
+    KeptObjectsMixin,
 ):
     def __init__(self, index: ProjectIndex, root_names, apply_names, contract_for, scopes=()):
         self.index = index
@@ -98,6 +100,7 @@ class Analyzer(
         self.active: set[tuple] = set()
         self.oids = itertools.count(1)
         self.constructed: dict[str, TraceStep] = {}
+        self.kept_classes: dict[str, str] = {}  # class -> why a reload keeps its objects
         self.allocs: dict[int, list] = {}
         self._registered: set[str] | None = None
         self._attr_types: dict[tuple[str, str], str | None] = {}
@@ -597,7 +600,14 @@ class Analyzer(
     # ------------------------------------------------------------------ other roots
     def run_lazy(self) -> None:
         done: set = set()
+        # judged before any first-forward run adds what it stores (analysis/kept.py)
+        kept = {c: self.kept_class(c) for c in sorted(self.constructed)}
         for cls_key, where in sorted(self.constructed.items()):
+            if kept[cls_key]:
+                # a reload keeps the object the first load stored: its first-forward state
+                # is allocated once, on the first load's first forward
+                self.kept_classes[cls_key] = kept[cls_key]
+                continue
             mod, _, cls = cls_key.partition(":")
             what = f"first-forward analysis of {cls}"
             self._contained(mod, what, self._run_lazy_class, cls_key, where, done)

@@ -228,6 +228,7 @@ class StoreMixin:
                                 chosen=kept.chosen,
                                 handed=kept.handed
                                 or id(v) in self.ctor_args.get(fr.constructing, ()),
+                                built=kept.built or ((kept.cls,) if kept.cls else ()),
                             )
                         )
                 continue
@@ -251,6 +252,9 @@ class StoreMixin:
                     owner = "tensor"
                 if owner is None:
                     continue
+                if owner in ("module", "object", "held"):
+                    # an object kept on a holder (analysis/kept.py)
+                    self.note_obj_store(fr, vals, r.value in ("rebuilt", "part"))
                 if owner == "module" and not mutate:
                     self.note_rebind(fr, attr)
                 elif owner == "data" and r.src:
