@@ -237,6 +237,7 @@ class Analyzer(
         self.drop_prep_inputs()
         self.apply_facts()
         self.drop_hook_lazy_duplicates()  # after the passes that may change a store's rule
+        self.attach_rebuild_sites()
         self.finalize_confidence()
         return list(self.findings.values())
 
@@ -614,7 +615,7 @@ class Analyzer(
 
     def _run_lazy_class(self, cls_key: str, where, done: set) -> None:
         for mod, name, qn in self.index.mro_methods(cls_key):
-            if name == "__init__" or (mod, qn) in done:
+            if name == "__init__":
                 continue
             f = self.index.function(mod, qn)
             if f is None:
@@ -622,8 +623,15 @@ class Analyzer(
             if not f["guarded"] and not (f.get("fills_cache") and not self._post_called(mod, qn)):
                 # a cache the post-load itself fills (a preparation's input) is judged there
                 continue
+            self.note_lazy_method(cls_key, mod, qn)
+            if (mod, qn) in done:
+                continue  # run for an earlier class: what it reports stands for this one too
             done.add((mod, qn))
-            self._guarded(mod, qn, f, self._run_method, mod, f, "lazy", cls_key, where)
+            self._lazy_now = (mod, qn)
+            try:
+                self._guarded(mod, qn, f, self._run_method, mod, f, "lazy", cls_key, where)
+            finally:
+                self._lazy_now = None
 
     def drop_hook_lazy_duplicates(self) -> None:
         """An RL108 the first-forward pass found by running a post-load hook of an object the

@@ -35,11 +35,14 @@ _OBJ_KINDS = (V.OBJ, V.MODULE)
 class KeptObjectsMixin:
     """Post-load stores of objects, and the classes they keep; uses Analyzer state."""
 
-    def note_obj_store(self, fr, vals: tuple, on_rebuilt: bool = False) -> None:
+    def note_obj_store(
+        self, fr, vals: tuple, on_rebuilt: bool = False, site: tuple | None = None
+    ) -> None:
         """A post-load store of `vals` on a holder (a layer, a method object): each class
         built for an object stored (AV.built), with the guards in force and where the store
         stands. A store on an object built on this same path (`on_rebuilt`) runs whenever
-        that object is built: it counts as a store on every reload."""
+        that object is built: it counts as a store on every reload. `site`: (path, line,
+        target) of the statement, for the rebuild sites an RL108 finding names."""
         if fr.mode != "post":
             return
         pos = (*fr.positions, (fr.func.get("qn"), fr.block_hint))
@@ -53,6 +56,9 @@ class KeptObjectsMixin:
                 ctx = (tuple(fr.guards), pos, made, fr.path)
             for cls in v.built or (v.cls,):
                 stores.setdefault(cls, []).append(ctx)
+                if site is not None and not on_rebuilt:
+                    sites = self.__dict__.setdefault("_obj_sites", {})
+                    sites.setdefault(cls, []).append((ctx, site))
 
     def _store_runs_once(self, ctx):
         """The run-once test a noted object store runs behind (its own, or the one its value
@@ -100,6 +106,40 @@ class KeptObjectsMixin:
             "keeps the first load's"
         )
         return memo[cls_key]
+
+    def note_lazy_method(self, cls_key: str, mod: str, qn: str) -> None:
+        """The first-forward pass would run method `mod:qn` for objects of `cls_key` (run once
+        for the first class that reaches it: what it reports stands for every such class)."""
+        runs = self.__dict__.setdefault("_lazy_classes", {})
+        runs.setdefault((mod, qn), set()).add(cls_key)
+
+    def note_lazy_report(self, fr, key: tuple) -> None:
+        """A first-forward report (RL108) at `key`, made by the method the pass runs now."""
+        now = self.__dict__.get("_lazy_now")
+        if fr.mode == "lazy" and now is not None:
+            self.__dict__.setdefault("_lazy_method_of", {}).setdefault(key, set()).add(now)
+
+    def attach_rebuild_sites(self) -> None:
+        """Each RL108 finding's `rebuild_sites`: the post-load stores that keep a new object of
+        a class whose first-forward method reported it, on every reload (no run-once test
+        holds them). Keeping the object at each of them (the keep_object codemod) makes the
+        class kept, and its first forward runs once; a store that is itself reported or not."""
+        from reload_lint.bases import is_base_path
+
+        runs = self.__dict__.get("_lazy_classes", {})
+        sites_of = self.__dict__.get("_obj_sites", {})
+        for key, fd in self.findings.items():
+            if fd.rule != "RL108":
+                continue
+            methods = self.__dict__.get("_lazy_method_of", {}).get(key)
+            if not methods:
+                continue
+            found = set()
+            for cls in {c for m in methods for c in runs.get(m, ())}:
+                for ctx, site in sites_of.get(cls, ()):
+                    if not is_base_path(site[0]) and self._store_runs_once(ctx) is None:
+                        found.add(site)
+            fd.rebuild_sites = [{"path": p, "line": ln, "target": t} for p, ln, t in sorted(found)]
 
 
 def _objects(vals: tuple) -> list:
