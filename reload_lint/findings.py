@@ -57,6 +57,11 @@ class Finding:
     # each {rule, path, line, target, fingerprint} as it would have been reported. Serialised
     # only when set; not part of the fingerprint.
     also: list[dict] = field(default_factory=list)
+    # RL108 (schema 1.2, additive, issue 27): the post-load stores that keep a new object of
+    # the class whose first forward allocates, on every reload, each {path, line, target}
+    # (reported or not: analysis/kept.py). Keeping the object at all of them makes its first
+    # forward run once. Serialised only when set; not part of the fingerprint.
+    rebuild_sites: list[dict] = field(default_factory=list)
     # Not serialised in the stable part of the schema: set by the suppression layer.
     suppressed: str | None = None
     snippet: str = ""
@@ -96,6 +101,8 @@ class Finding:
             out["via"] = [t.to_json() for t in self.via]
         if self.also:
             out["also"] = [dict(a) for a in self.also]
+        if self.rebuild_sites:
+            out["rebuild_sites"] = [dict(r) for r in self.rebuild_sites]
         if self.suppressed is not None:
             out["suppressed"] = self.suppressed
         if self.fix_status is not None:
@@ -133,6 +140,7 @@ class Finding:
             fix=data.get("fix") or "",
             via=[TraceStep(t["path"], int(t["line"]), t["note"]) for t in data.get("via") or []],
             also=[dict(a) for a in data.get("also") or []],
+            rebuild_sites=[dict(r) for r in data.get("rebuild_sites") or []],
             remedy=data.get("remedy") if isinstance(data.get("remedy"), dict) else None,
             fix_status=data.get("fix_status"),
         )

@@ -28,10 +28,10 @@ map, and nothing else changed:
    old run with `m` applied to that file's lines. (The one place that ordered lines as
    text, identity.py's dtype items sorted by `repr`, now orders them as numbers.)
 4. **Relabelling the result.** Every place a finding carries a line of the file is mapped:
-   `line`, `end_line`, trace and `via` steps, `also` entries, and the `path:line` references
-   in its texts (reader, backends, guard, masked, message, fix, notes). A line that is not in
-   the map's domain, a finding field this module does not know, or an analysis error row in
-   the file refuses the cutoff. Snippets and suppression comments are read again from the
+   `line`, `end_line`, trace and `via` steps, `also` and `rebuild_sites` entries, and the
+   `path:line` references in its texts (reader, backends, guard, masked, message, fix, notes).
+   A line that is not in the map's domain, a finding field this module does not know, or an
+   analysis error row in the file refuses the cutoff. Snippets and suppression comments are read again from the
    current texts by the engine, as for the other cutoffs.
 
 When any step refuses, the run analyses as before: the cutoff is never a guess.
@@ -68,7 +68,7 @@ _TEXTS = (
     "suppressed",
 )
 _STEPS = ("trace", "via")
-_OTHER = ("column", "backends", "also", "snippet", "remedy")
+_OTHER = ("column", "backends", "also", "rebuild_sites", "snippet", "remedy")
 KNOWN_FIELDS = frozenset((*_LINES, *_TEXTS, *_STEPS, *_OTHER))
 
 
@@ -222,6 +222,7 @@ def _finding(f: Finding, maps) -> Finding:
         changes[name] = [_step(s, maps) for s in getattr(f, name)]
     changes["backends"] = [_text(_str(b), maps) for b in f.backends]
     changes["also"] = [_also(a, maps) for a in f.also]
+    changes["rebuild_sites"] = [_also(r, maps) for r in f.rebuild_sites]
     return dataclasses.replace(f, **changes)
 
 

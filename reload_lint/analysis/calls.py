@@ -611,7 +611,12 @@ class CallMixin:
             if not self._later_memo(memo_key):
                 for ev in self.memo.get(("ctor-notes", memo_key), ()):  # analysis/identity.py
                     self.note_model(fr, ev[1])
-                return self.memo[memo_key]
+                got = self.memo[memo_key]
+                # arguments equal to the first call's may carry other built classes
+                more = _built(cls_key, (*args, *(v for _, v in kwargs)), ())
+                if got and not set(more) <= set(got[0].built):
+                    got = (V.with_built(got[0], more), *got[1:])
+                return got
             self._retract(memo_key)
         n_events = len(fr.root.events)
         start = self.report_seq
@@ -663,6 +668,7 @@ class CallMixin:
                 conf=max((a.conf for a in allocs), key=lambda c: V.CONF_ORDER[c], default="high"),
                 backends=backends,
                 chosen=bool(handed) or any(a.chosen for a in allocs),
+                built=_built(cls_key, (*args, *(v for _, v in kwargs)), allocs),
             ),
         )
         self.memo[memo_key] = result
@@ -741,14 +747,17 @@ class CallMixin:
         handed_steps: list = []
         backends: list = []
         names = []
+        built: dict = {}
         for ch in c.items:
             name = ch.cls.split(":", 1)[1]
             names.append(name)
+            built[ch.cls] = None
             if self.no_graphs_class(ch.cls) is not None:
                 # a backend that runs only where no graphs are captured (a CPU backend):
                 # whatever it allocates, no captured graph holds it
                 continue
             for v in self.construct(fr, ch.cls, args, kwargs, line):
+                built.update(dict.fromkeys(v.built))
                 allocs = allocs + tuple(v.items)
                 # a backend allocates in its own constructor chain; what it was handed (the
                 # quant config the caller built) is the caller's allocation
@@ -781,6 +790,7 @@ class CallMixin:
                 chosen=True,
                 # the choice set is part of the value's identity (memo keys hold no traces)
                 fn=("oracle", *(ch.cls for ch in c.items)),
+                built=tuple(built),
             ),
         )
 
@@ -788,12 +798,14 @@ class CallMixin:
         """`experts_cls(...)` with `experts_cls: type[Base]`: any known subclass may be built."""
         memo_key = ("ctor-any", base_key, fr.mode)
         if memo_key not in self.memo:
-            self.memo[memo_key] = ((), [], ())
+            self.memo[memo_key] = ((), [], (), (base_key,))
             allocs: tuple = ()
             trace: list = []
             backends: list = []
+            built: dict = dict.fromkeys((base_key,))
             for sub in [base_key, *self.index.subclasses(base_key)][:200]:
                 for v in self.construct(fr, sub, args, kwargs, line):
+                    built.update(dict.fromkeys(v.built or (sub,)))
                     if v.items:
                         allocs = allocs + tuple(v.items)
                         trace.extend(v.trace)
@@ -804,8 +816,8 @@ class CallMixin:
                             f"{sub.split(':', 1)[1]} ({path}:{crec['line']}, any subclass: "
                             "no oracle read)"
                         )
-            self.memo[memo_key] = (allocs, trace, tuple(backends))
-        allocs, trace, backends = self.memo[memo_key]
+            self.memo[memo_key] = (allocs, trace, tuple(backends), tuple(built))
+        allocs, trace, backends, built = self.memo[memo_key]
         base = base_key.split(":", 1)[1]
         crec = self.index.class_record(base_key) or {"line": 0}
         note = TraceStep(
@@ -824,6 +836,7 @@ class CallMixin:
                 conf="medium",
                 backends=backends,
                 chosen=True,
+                built=built,
             ),
         )
 
@@ -920,3 +933,23 @@ def _deferred_kind(fr: Frame, v: AV) -> bool:
     helper such as vLLM 0.33's `replace_parameter` rebinds only when no Parameter is there
     yet, and the reload puts the previous pass's Parameter back before running it)."""
     return v.kind != V.PARAM or len(fr.stack) == 1
+
+
+def _built(cls_key: str, args, allocs) -> tuple:
+    """The classes an object built from `args` may hold (analysis/kept.py): its own, and
+    those of every object its constructor was handed or kept, nested ones included."""
+    out = dict.fromkeys((cls_key,))
+    todo = [*args, *allocs]
+    n = 0
+    while todo and n < 256:
+        v = todo.pop()
+        n += 1
+        if isinstance(v, tuple):  # a value tuple, a TUPLE's slot, a CALLABLE's (name, captures)
+            todo.extend(v)
+        elif not isinstance(v, AV):
+            continue
+        elif v.kind in (V.OBJ, V.MODULE):
+            out.update(dict.fromkeys(v.built or ((v.cls,) if v.cls else ())))
+        elif v.kind in (V.CONTAINER, V.TUPLE, V.CALLABLE, V.BOUND):
+            todo.extend(v.items)
+    return tuple(out)

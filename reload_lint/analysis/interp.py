@@ -38,6 +38,7 @@ from reload_lint.analysis.frame import (
 )
 from reload_lint.analysis.hooks import HookRootsMixin
 from reload_lint.analysis.identity import IdentityCastMixin
+from reload_lint.analysis.kept import KeptObjectsMixin
 from reload_lint.analysis.oracles import Oracles
 from reload_lint.analysis.pathfacts import BUILTIN_SCOPES, ONCE_NAMES, PathFactsMixin, _encloses
 from reload_lint.analysis.platforms import PlatformBranchMixin, PlatformScopeMixin
@@ -72,6 +73,7 @@ class Analyzer(
     FeedsMixin,
     ExternalViewsMixin,
     AddressCacheMixin,
+    KeptObjectsMixin,
 ):
     def __init__(self, index: ProjectIndex, root_names, apply_names, contract_for, scopes=()):
         self.index = index
@@ -98,6 +100,7 @@ class Analyzer(
         self.active: set[tuple] = set()
         self.oids = itertools.count(1)
         self.constructed: dict[str, TraceStep] = {}
+        self.kept_classes: dict[str, str] = {}  # class -> why a reload keeps its objects
         self.allocs: dict[int, list] = {}
         self._registered: set[str] | None = None
         self._attr_types: dict[tuple[str, str], str | None] = {}
@@ -234,6 +237,7 @@ class Analyzer(
         self.drop_prep_inputs()
         self.apply_facts()
         self.drop_hook_lazy_duplicates()  # after the passes that may change a store's rule
+        self.attach_rebuild_sites()
         self.finalize_confidence()
         return list(self.findings.values())
 
@@ -597,14 +601,21 @@ class Analyzer(
     # ------------------------------------------------------------------ other roots
     def run_lazy(self) -> None:
         done: set = set()
+        # judged before any first-forward run adds what it stores (analysis/kept.py)
+        kept = {c: self.kept_class(c) for c in sorted(self.constructed)}
         for cls_key, where in sorted(self.constructed.items()):
+            if kept[cls_key]:
+                # a reload keeps the object the first load stored: its first-forward state
+                # is allocated once, on the first load's first forward
+                self.kept_classes[cls_key] = kept[cls_key]
+                continue
             mod, _, cls = cls_key.partition(":")
             what = f"first-forward analysis of {cls}"
             self._contained(mod, what, self._run_lazy_class, cls_key, where, done)
 
     def _run_lazy_class(self, cls_key: str, where, done: set) -> None:
         for mod, name, qn in self.index.mro_methods(cls_key):
-            if name == "__init__" or (mod, qn) in done:
+            if name == "__init__":
                 continue
             f = self.index.function(mod, qn)
             if f is None:
@@ -612,8 +623,15 @@ class Analyzer(
             if not f["guarded"] and not (f.get("fills_cache") and not self._post_called(mod, qn)):
                 # a cache the post-load itself fills (a preparation's input) is judged there
                 continue
+            self.note_lazy_method(cls_key, mod, qn)
+            if (mod, qn) in done:
+                continue  # run for an earlier class: what it reports stands for this one too
             done.add((mod, qn))
-            self._guarded(mod, qn, f, self._run_method, mod, f, "lazy", cls_key, where)
+            self._lazy_now = (mod, qn)
+            try:
+                self._guarded(mod, qn, f, self._run_method, mod, f, "lazy", cls_key, where)
+            finally:
+                self._lazy_now = None
 
     def drop_hook_lazy_duplicates(self) -> None:
         """An RL108 the first-forward pass found by running a post-load hook of an object the

@@ -228,6 +228,7 @@ class StoreMixin:
                                 chosen=kept.chosen,
                                 handed=kept.handed
                                 or id(v) in self.ctor_args.get(fr.constructing, ()),
+                                built=kept.built or ((kept.cls,) if kept.cls else ()),
                             )
                         )
                 continue
@@ -251,6 +252,11 @@ class StoreMixin:
                     owner = "tensor"
                 if owner is None:
                     continue
+                if owner in ("module", "object", "held"):
+                    # an object kept on a holder (analysis/kept.py)
+                    self.note_obj_store(
+                        fr, vals, r.value in ("rebuilt", "part"), (fr.path, st[1], target)
+                    )
                 if owner == "module" and not mutate:
                     self.note_rebind(fr, attr)
                 elif owner == "data" and r.src:
@@ -452,6 +458,8 @@ class StoreMixin:
         self.report_seq += 1  # each report numbered: what a summary reported (calls._retract)
         if not self.note_report(fr, key, v):
             return ()  # out of scope (pathfacts.py): no finding
+        if rule == "RL108":
+            self.note_lazy_report(fr, key)
         self.note_feeds_report(fr, key, rule, shown)
         if key in self.findings:
             if not (self.ranked and self._rank_of.get(key, -1) > self.rank):

@@ -51,6 +51,9 @@ class AV:
     handed: bool = field(default=False, compare=False)
     # a tensor's shape relative to a registered one, () unknown (analysis/shapes.py)
     shape: tuple = ()
+    # an object built on a post-load path: the classes built for it (its own, and those of
+    # the objects its constructor was handed), which a store of it keeps (analysis/kept.py)
+    built: tuple = field(default=(), compare=False)
 
     def key(self) -> tuple:
         """Identity for memoisation (no traces); computed once per value."""
@@ -115,21 +118,39 @@ def union(*groups) -> tuple:
             kb = b[0].key()
             for v in a:
                 if v.key() == kb:
-                    break
+                    if b[0].built and not set(b[0].built) <= set(v.built):
+                        break  # the classes it carries are merged below
+                    return tuple(a) if _distinct(a) else _union(groups)
             else:
                 if len(a) == 1 or _distinct(a):
                     return (*a, b[0])
+    return _union(groups)
+
+
+def _union(groups) -> tuple:
     out: list[AV] = []
-    seen = set()
+    seen: dict = {}
     for g in groups:
         for v in g:
             k = v.key()
-            if k not in seen:
-                seen.add(k)
-                out.append(v)
+            at = seen.get(k)
+            if at is None:
                 if len(out) >= 12:  # cap: keeps pathological unions bounded
                     return tuple(out)
+                seen[k] = len(out)
+                out.append(v)
+            elif v.built and not set(v.built) <= set(out[at].built):
+                # equal values that carry other built classes (analysis/kept.py): the union
+                # carries them all
+                out[at] = with_built(out[at], v.built)
     return tuple(out)
+
+
+def with_built(v: AV, more: tuple) -> AV:
+    """`v` carrying the classes `more` too (AV.built)."""
+    from dataclasses import replace
+
+    return replace(v, built=tuple(dict.fromkeys((*v.built, *more))))
 
 
 def _distinct(vals) -> bool:

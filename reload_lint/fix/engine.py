@@ -35,6 +35,10 @@ class FixSet:
     rounds: int = 0
     still: Counter | None = None  # finding keys the last re-audit reported
     hosts: dict = field(default_factory=dict)  # id(folded store) -> the finding it is in
+    # id(rebuild-site store) -> the RL108 findings it serves: a post-load store that keeps a
+    # new owner on every reload, not reported itself (its object allocates nothing when
+    # built), whose keep_object edit keeps the owner of a first-forward allocation
+    rebuilds: dict = field(default_factory=dict)
     # findings of the patched files the re-audit reports that the first run did not (one
     # storage reported once: fixing the reported store shows the next), (path, line, rule,
     # target) in the patched text
@@ -121,7 +125,8 @@ def compute(findings: list[Finding], read_text, api: TreeApi, reaudit=None) -> F
     groups: dict[tuple[str, int], list[Finding]] = defaultdict(list)
     sites = {}
     folded = _folded(fs, findings)
-    for f in [*findings, *folded]:
+    at_sites = _site_stores(fs, findings)
+    for f in [*findings, *folded, *at_sites]:
         fm = fs.models.get(f.path)
         if fm is None and f.path not in fs.models:
             text = read_text(f.path)
@@ -145,6 +150,13 @@ def compute(findings: list[Finding], read_text, api: TreeApi, reaudit=None) -> F
         k = (f.path, site.first_line)
         if id(f) in fs.hosts and any(id(g) not in fs.hosts for g in groups.get(k, ())):
             continue  # a reported finding's statement: its own edit covers it
+        if id(f) in fs.rebuilds and groups.get(k):
+            # a statement some finding (reported, folded, or another RL108's site) already
+            # edits: that edit keeps the object there (_rebuild_sites finds it by its lines)
+            for g in groups[k]:
+                if id(g) in fs.rebuilds:
+                    fs.rebuilds[id(g)].extend(fs.rebuilds[id(f)])
+            continue
         sites[k] = site
         groups[k].append(f)
     edits: list[StmtEdit] = []
@@ -205,6 +217,40 @@ def _folded(fs: FixSet, findings: list[Finding]) -> list[Finding]:
                 continue
             fs.hosts[id(g)] = f
             out.append(g)
+    return out
+
+
+def _site_stores(fs: FixSet, findings: list[Finding]) -> list[Finding]:
+    """The rebuild sites of the RL108 findings (`rebuild_sites`: the post-load stores that keep
+    a new owner on every reload), as RL105 stores of their own, so each gets the keep_object
+    edit and is judged by the re-audit with the rest. A site that is a reported finding's (or
+    a folded store's) statement is left to that finding's edit."""
+    out = []
+    seen: dict[tuple, Finding] = {}
+    for f in findings:
+        if f.rule != "RL108":
+            continue
+        for r in f.rebuild_sites or []:
+            try:
+                k = (r["path"], int(r["line"]), normalize_target(r["target"]))
+            except (KeyError, TypeError, ValueError):
+                continue
+            g = seen.get(k)
+            if g is None:
+                g = seen[k] = Finding(
+                    rule="RL105",
+                    path=k[0],
+                    line=k[1],
+                    column=1,
+                    end_line=k[1],
+                    symbol="",
+                    target=r["target"],
+                    message="",
+                    contract=f.contract,
+                )
+                fs.rebuilds[id(g)] = []
+                out.append(g)
+            fs.rebuilds[id(g)].append(f)
     return out
 
 
@@ -362,6 +408,18 @@ def _validate(fs: FixSet, findings: list[Finding], api: TreeApi, reaudit) -> Non
                             f"`{g.target}` ({g.path}:{g.line})",
                         )
             if not refuse:
+                # a rebuild-site edit (a store nobody reported) is there only to stop an RL108:
+                # dropped when the re-audit reports every RL108 it serves all the same
+                still = Counter(_key(g) for g in after)
+                for e in fs.accepted:
+                    served = [o for g in e.findings for o in fs.rebuilds.get(id(g), ())]
+                    if served and all(still[_key(o)] for o in served):
+                        o = served[0]
+                        refuse[id(e)] = (
+                            f"keeping the object here does not stop the re-audit reporting "
+                            f"{o.rule} `{o.target}` ({o.path}:{o.line})"
+                        )
+            if not refuse:
                 fs.still = Counter(_key(g) for g in after)
                 fs.revealed = sorted(
                     {(g.path, g.line, g.rule, g.target) for g in after if g.path in texts}
@@ -415,6 +473,8 @@ def _rebuild_sites(fs: FixSet, findings: list[Finding]) -> None:
                 s.note[: -len(" built here")] for s in f.trace if s.note.endswith(" built here")
             ]
             owners[id(f)] = built[-1].strip("`") if built else ""
+            if not owners[id(f)] and f.rebuild_sites:
+                owners[id(f)] = "object"
         else:
             # a store whose own codemod the re-audit reports as RL108: it sits on an object
             # post-load rebuilds, so keeping it belongs where the object is rebuilt
@@ -428,10 +488,16 @@ def _rebuild_sites(fs: FixSet, findings: list[Finding]) -> None:
         sites = [
             e
             for e in fs.accepted
-            if any(g.rule == "RL105" and any(cls in s.note for s in g.trace) for g in e.findings)
+            if any(
+                g.rule == "RL105" and cls != "object" and any(cls in s.note for s in g.trace)
+                for g in e.findings
+            )
+            or any(o is f for g in e.findings for o in fs.rebuilds.get(id(g), ()))
+            or any(_edits_line(e, r) for r in f.rebuild_sites or [])
         ]
         if not sites:
             continue
+        unreported = sum(1 for e in sites if any(id(g) in fs.rebuilds for g in e.findings))
         still = fs.still is not None and fs.still[_key(f)] > 0
         if f.rule != "RL108" and still:
             # the store's own codemod was refused, and with the object kept at its rebuild
@@ -459,6 +525,8 @@ def _rebuild_sites(fs: FixSet, findings: list[Finding]) -> None:
             after = apply_edits(fm, es)
             edit_list.append(Edit(path, fm.text, after))
             patch += unified(path, fm.text, after)
+        if unreported:
+            note = f" ({unreported} of them not reported: their objects allocate nothing when built){note}"
         fs.remedies[id(f)] = Remedy(
             applicability="unsafe",
             shape="keep_object",
@@ -469,6 +537,15 @@ def _rebuild_sites(fs: FixSet, findings: list[Finding]) -> None:
             edits=edit_list,
             patch=patch,
         )
+
+
+def _edits_line(e: StmtEdit, r: dict) -> bool:
+    """Whether edit `e` replaces the statement of rebuild site `r` ({path, line, target})."""
+    try:
+        line = int(r["line"])
+    except (KeyError, TypeError, ValueError):
+        return False
+    return e.findings[0].path == r.get("path") and e.first_line <= line <= e.last_line
 
 
 def _why(exc: Exception) -> str:

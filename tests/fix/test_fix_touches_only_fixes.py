@@ -1,5 +1,6 @@
 """A patch a maintainer would merge touches nothing outside a fix: every line `--fix` changes
-lies in the function holding a finding it fixes (its statement, the `if` around it), or is an
+lies in the function holding a finding it fixes (its statement, the `if` around it; for RL108,
+a rebuild site the finding names), or is an
 import the fix needs (or made unused), or the helper it adds at the module's end."""
 
 from __future__ import annotations
@@ -36,11 +37,15 @@ def test_every_changed_line_maps_to_a_fix(name, tmp_path, monkeypatch, capsys):
     after = (proj / "pkg" / "m.py").read_text()
     a, b = before.splitlines(), after.splitlines()
     funcs = _functions(ast.parse(before))
+    # a finding's own line, and for RL108 the rebuild sites its fix keeps the owner at
+    lines = [f["line"] for f in findings] + [
+        r["line"] for f in findings for r in f.get("rebuild_sites") or [] if r["path"] == "pkg/m.py"
+    ]
     homes = [
         (lo, hi)
-        for f in findings
+        for ln in lines
         for lo, hi in funcs
-        if lo <= f["line"] <= hi and not any(lo < x <= f["line"] <= y < hi for x, y in funcs)
+        if lo <= ln <= hi and not any(lo < x <= ln <= y < hi for x, y in funcs)
     ]
     sm = difflib.SequenceMatcher(a=a, b=b, autojunk=False)
     for op, a0, a1, b0, b1 in sm.get_opcodes():

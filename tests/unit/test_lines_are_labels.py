@@ -132,7 +132,7 @@ def test_release_relabelled_records_give_the_relabelled_result(name, monkeypatch
     plain = run_check([top], cfg, base_dir=root, use_cache=False)
     named = set()
     for f in plain.findings:
-        named |= {f.path, *(s.path for s in f.trace)}
+        named |= {f.path, *(s.path for s in f.trace), *(r["path"] for r in f.rebuild_sites)}
         named |= set(re.findall(r"([\w./-]+\.py):\d+", json.dumps(f.to_json())))
     maps = {}
     for rel in sorted(named):
