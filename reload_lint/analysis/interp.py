@@ -100,7 +100,6 @@ class Analyzer(
         self.active: set[tuple] = set()
         self.oids = itertools.count(1)
         self.constructed: dict[str, TraceStep] = {}
-        self.kept_classes: dict[str, str] = {}  # class -> why a reload keeps its objects
         self.allocs: dict[int, list] = {}
         self._registered: set[str] | None = None
         self._attr_types: dict[tuple[str, str], str | None] = {}
@@ -602,12 +601,11 @@ class Analyzer(
     def run_lazy(self) -> None:
         done: set = set()
         # judged before any first-forward run adds what it stores (analysis/kept.py)
-        kept = {c: self.kept_class(c) for c in sorted(self.constructed)}
+        kept = {c for c in sorted(self.constructed) if self.kept_class(c)}
         for cls_key, where in sorted(self.constructed.items()):
-            if kept[cls_key]:
+            if cls_key in kept:
                 # a reload keeps the object the first load stored: its first-forward state
                 # is allocated once, on the first load's first forward
-                self.kept_classes[cls_key] = kept[cls_key]
                 continue
             mod, _, cls = cls_key.partition(":")
             what = f"first-forward analysis of {cls}"

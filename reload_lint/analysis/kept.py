@@ -55,10 +55,7 @@ class KeptObjectsMixin:
                 made = noted[1] if noted is not None and noted[0] is v else ()
                 ctx = (tuple(fr.guards), pos, made, fr.path)
             for cls in v.built or (v.cls,):
-                stores.setdefault(cls, []).append(ctx)
-                if site is not None and not on_rebuilt:
-                    sites = self.__dict__.setdefault("_obj_sites", {})
-                    sites.setdefault(cls, []).append((ctx, site))
+                stores.setdefault(cls, []).append((ctx, site))
 
     def _store_runs_once(self, ctx):
         """The run-once test a noted object store runs behind (its own, or the one its value
@@ -91,7 +88,7 @@ class KeptObjectsMixin:
             return memo[cls_key]
         memo[cls_key] = None
         once_at = None
-        for ctx in self.__dict__.get("_obj_stores", {}).get(cls_key, ()):
+        for ctx, _site in self.__dict__.get("_obj_stores", {}).get(cls_key, ()):
             g = self._store_runs_once(ctx)
             if g is None:
                 return None  # a store that keeps a new one on every reload
@@ -127,7 +124,7 @@ class KeptObjectsMixin:
         from reload_lint.bases import is_base_path
 
         runs = self.__dict__.get("_lazy_classes", {})
-        sites_of = self.__dict__.get("_obj_sites", {})
+        stores = self.__dict__.get("_obj_stores", {})
         for key, fd in self.findings.items():
             if fd.rule != "RL108":
                 continue
@@ -136,8 +133,12 @@ class KeptObjectsMixin:
                 continue
             found = set()
             for cls in {c for m in methods for c in runs.get(m, ())}:
-                for ctx, site in sites_of.get(cls, ()):
-                    if not is_base_path(site[0]) and self._store_runs_once(ctx) is None:
+                for ctx, site in stores.get(cls, ()):
+                    # a store on an object built on the same path (ctx None) is no site:
+                    # editing it would not keep the owner
+                    if site is None or ctx is None or is_base_path(site[0]):
+                        continue
+                    if self._store_runs_once(ctx) is None:
                         found.add(site)
             fd.rebuild_sites = [{"path": p, "line": ln, "target": t} for p, ln, t in sorted(found)]
 

@@ -231,9 +231,8 @@ def _site_stores(fs: FixSet, findings: list[Finding]) -> list[Finding]:
         if f.rule != "RL108":
             continue
         for r in f.rebuild_sites or []:
-            try:
-                k = (r["path"], int(r["line"]), normalize_target(r["target"]))
-            except (KeyError, TypeError, ValueError):
+            k = _site_key(r)
+            if k is None:
                 continue
             g = seen.get(k)
             if g is None:
@@ -473,8 +472,6 @@ def _rebuild_sites(fs: FixSet, findings: list[Finding]) -> None:
                 s.note[: -len(" built here")] for s in f.trace if s.note.endswith(" built here")
             ]
             owners[id(f)] = built[-1].strip("`") if built else ""
-            if not owners[id(f)] and f.rebuild_sites:
-                owners[id(f)] = "object"
         else:
             # a store whose own codemod the re-audit reports as RL108: it sits on an object
             # post-load rebuilds, so keeping it belongs where the object is rebuilt
@@ -482,15 +479,17 @@ def _rebuild_sites(fs: FixSet, findings: list[Finding]) -> None:
             if rem is not None and "still reports RL108" in (rem.refused or "") and f.symbol:
                 owners[id(f)] = f.symbol.split(".")[0]
     for f in findings:
-        if not owners.get(id(f)):
+        cls = owners.get(id(f))
+        if not cls and not (f.rule == "RL108" and f.rebuild_sites):
             continue
-        cls = owners[id(f)]
         sites = [
             e
             for e in fs.accepted
-            if any(
-                g.rule == "RL105" and cls != "object" and any(cls in s.note for s in g.trace)
-                for g in e.findings
+            if (
+                cls
+                and any(
+                    g.rule == "RL105" and any(cls in s.note for s in g.trace) for g in e.findings
+                )
             )
             or any(o is f for g in e.findings for o in fs.rebuilds.get(id(g), ()))
             or any(_edits_line(e, r) for r in f.rebuild_sites or [])
@@ -531,7 +530,7 @@ def _rebuild_sites(fs: FixSet, findings: list[Finding]) -> None:
             applicability="unsafe",
             shape="keep_object",
             description=(
-                f"keep the {cls} the post-load rebuilds (and the scratch it allocated on its "
+                f"keep the {cls or 'object'} the post-load rebuilds (and the scratch it allocated on its "
                 f"first forward) at its {len(sites)} rebuild site(s){note}"
             ),
             edits=edit_list,
@@ -539,13 +538,19 @@ def _rebuild_sites(fs: FixSet, findings: list[Finding]) -> None:
         )
 
 
+def _site_key(r: dict) -> tuple | None:
+    """(path, line, normalised target) of a rebuild-site entry; None for a malformed one (a
+    findings file read back from JSON)."""
+    try:
+        return (r["path"], int(r["line"]), normalize_target(r["target"]))
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
+
+
 def _edits_line(e: StmtEdit, r: dict) -> bool:
     """Whether edit `e` replaces the statement of rebuild site `r` ({path, line, target})."""
-    try:
-        line = int(r["line"])
-    except (KeyError, TypeError, ValueError):
-        return False
-    return e.findings[0].path == r.get("path") and e.first_line <= line <= e.last_line
+    k = _site_key(r)
+    return k is not None and e.findings[0].path == k[0] and e.first_line <= k[1] <= e.last_line
 
 
 def _why(exc: Exception) -> str:
