@@ -23,6 +23,10 @@ an object of the model: the watch keeps nothing alive.
 
 from __future__ import annotations
 
+import torch
+
+from reload_lint.confirm.walk import walk_tensors
+
 _MISS = object()
 _MODULE_DICTS = ("_parameters", "_buffers", "_modules")
 
@@ -241,15 +245,13 @@ def _walk_below(obj, walks, out: dict, lost: set) -> None:
                 if members is None:
                     members = sorted(obj, key=id)
                 k = int(n)
-                if k < len(members) and _is_tensor(members[k]):
+                if k < len(members) and isinstance(members[k], torch.Tensor):
                     out[i] = members[k]
                     continue
             rest.append((i, path))
         if not rest:
             return
         walks = rest
-    from reload_lint.confirm.walk import walk_tensors
-
     found: dict[str, object] = {}
     for hit in walk_tensors({"": obj}):
         found.setdefault(hit.path, hit.tensor)
@@ -263,8 +265,3 @@ def _walk_below(obj, walks, out: dict, lost: set) -> None:
 
 def _never(obj, key):
     return _MISS
-
-
-def _is_tensor(obj) -> bool:
-    t = type(obj)
-    return any(c.__name__ == "Tensor" and c.__module__.startswith("torch") for c in t.__mro__)
