@@ -16,6 +16,7 @@ from reload_lint.fix import keep, latebind, rebind, rebuilt, refresh, register
 from reload_lint.fix.base import Plan, Store
 from reload_lint.fix.locate import FileModel, Site, dotted, fresh_name
 from reload_lint.fix.tree import TreeApi
+from reload_lint.summaries.tensorapi import TENSOR_API
 
 #: rules whose store is fixed by keeping the first tensor and copying into it
 KEEP_RULES = frozenset({"RL102", "RL109", "RL201", "RL202"})
@@ -90,6 +91,34 @@ def _is_tensor_store(f: Finding) -> bool:
     )
 
 
+#: the words a library-object reason carries (fix/recipes.py gives it its own recipe)
+LIBRARY_OBJECT = "a library object, not a tensor"
+_UNKNOWN_CALLEE = re.compile(r"unknown callee `([^`]+)` assumed to return a new tensor")
+
+
+def library_object(f: Finding, fm: FileModel) -> str | None:
+    """Why no keep-and-copy fits a store of what an unknown library callee returns when the
+    module calls a method on it that `torch.Tensor` does not have (`self.w13_moe.apply(x)`
+    after `self.w13_moe = self.lib.Gemm.prepare(w, s)`): the value is a library object, not
+    a tensor, and `_copy_into_kept` reaches tensors only through an attribute dict, which an
+    extension type has none of; keeping it would keep the first load's object with the first
+    load's packed values. None when nothing says so."""
+    notes = [s.note for s in f.trace]
+    m = _UNKNOWN_CALLEE.match(notes[0]) if notes else None
+    if m is None:
+        return None
+    called = set(re.findall(rf"{re.escape(f.target)}\.(\w+)\s*\(", fm.text))
+    foreign = sorted(called - TENSOR_API)
+    if not foreign:
+        return None
+    return (
+        f"`{f.target}` is {LIBRARY_OBJECT}: it holds what `{m.group(1)}` returns, and the "
+        f"module calls `{f.target}.{foreign[0]}(...)`, which no tensor has, so a keep-and-copy "
+        "would keep the first load's object and copy nothing into it (no attribute path "
+        "reaches its storage)"
+    )
+
+
 def _shape_for(
     f: Finding,
     store: Store,
@@ -105,6 +134,9 @@ def _shape_for(
     whose post-load runs after the copy-back, so registering keeps nothing: copy instead)."""
     rule = f.rule
     shapes: list = []
+    opaque = library_object(f, fm) if alt == 0 else None
+    if opaque:
+        return opaque
     if rule == "RL101":
         if store.attr in api.parameter_names:
             # a name the tree also registers as a Parameter: what is stored under it may be
