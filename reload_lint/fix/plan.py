@@ -74,6 +74,18 @@ def _allocated_here(f: Finding) -> bool:
     )
 
 
+def _tensor_made_here(f: Finding) -> bool:
+    """Whether the stored value is a tensor a torch op of the storing function makes
+    (`layer.weight.t().contiguous()`, `torch.empty(...)`), not something a helper returns
+    (which may be another type on another backend)."""
+    notes = [s.note for s in f.trace]
+    return (
+        bool(notes)
+        and ("allocates a new tensor" in notes[0] or "returns a new tensor" in notes[0])
+        and not any(n.startswith("returned by") or "assumed" in n for n in notes)
+    )
+
+
 def _binds_registered_tensor(f: Finding) -> bool:
     """RL107 on a plain tensor: the registered tensor itself or a view of it (not a callable,
     a container or a rebuilt object that holds one)."""
@@ -138,13 +150,19 @@ def _shape_for(
     if opaque:
         return opaque
     if rule == "RL101":
-        if store.attr in api.parameter_names:
+        if store.attr in api.parameter_names and _tensor_made_here(f):
+            # a name the tree also registers as a Parameter, and a value the storing function
+            # itself makes with a tensor op: a tensor, so the tree's own
+            # replace_parameter(..., prefer_copy=True) registers it where the copy-back keeps it
+            shapes.append(lambda: _replace(store, single, fm, api))
+            shapes.append(lambda: rebuilt.plan(store, ind, "value"))
+        elif store.attr in api.parameter_names:
             # a name the tree also registers as a Parameter: what is stored under it may be
             # no tensor at all (vLLM's triton `Tensor` wrappers of MXFP4 weights, which
             # replace_parameter cannot take: the H200 sweep's first loads failed), so keep
             # the first object and copy into its tensors
             shapes.append(lambda: rebuilt.plan(store, ind, "value"))
-            # a tensor the re-audit still reports there (the NVFP4 scales): the tree's own
+            # a tensor the re-audit still reports there: the tree's own
             # replace_parameter(..., prefer_copy=True), proved green on the H200
             shapes.append(lambda: _replace(store, single, fm, api))
         else:
