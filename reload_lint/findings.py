@@ -69,7 +69,7 @@ class Finding:
     # `remedy` object as read back from a report. Not part of the fingerprint.
     remedy: object = None
     # What `--fix` / `--diff` did with it, from a re-audit of the tree the fixes produce
-    # (reload_lint/fix/outcome.py): `applied`, `partial: ...`, `refused: <reason>` or
+    # (reload_lint/fix/outcome.py): `applied`, `refused: <reason>` or
     # `none: <reason>`. Serialised only when set; not part of the fingerprint.
     fix_status: str | None = None
 

@@ -485,22 +485,66 @@ def _binds_registered(v: AV) -> bool:
     return v.kind in (V.REG, V.VIEW) or (_aliases(v) and bool(v.src))
 
 
-def refreshes_in_place(f: dict, attr: str) -> bool:
-    """Whether function record `f` writes into `<x>.attr` in place (`.copy_(...)`, also
-    through `.data`)."""
+def _calls(f: dict) -> list:
     calls: list = []
     for st in f["body"]:
         for part in st[4:]:
             calls_in(part, calls)
-    for c in calls:
-        fn = c[1]
-        if fn[0] != "a" or fn[2] != "copy_":
+    return calls
+
+
+def _copy_dest(c):
+    """The receiver `R` of an in-place copy call `R.copy_(...)` (also `R.data.copy_(...)`), or
+    None."""
+    fn = c[1]
+    if fn[0] != "a" or fn[2] != "copy_":
+        return None
+    recv = fn[1]
+    if recv[0] == "a" and recv[2] == "data":
+        recv = recv[1]
+    return recv
+
+
+def copies_into_params(g: dict) -> frozenset[int]:
+    """Positions of the parameters of function record `g` that it copies another of its
+    parameters into in place (`def keep(dst, src): dst.copy_(src)`, also through `.data`, at
+    any depth of its body): a call of it with a tensor at such a position refreshes that
+    tensor's values and leaves its storage where it is."""
+    params = list(g.get("params") or ())
+    out = set()
+    for c in _calls(g):
+        recv = _copy_dest(c)
+        if recv is None or recv[0] != "n" or recv[1] not in params:
             continue
-        recv = fn[1]
-        if recv[0] == "a" and recv[2] == "data":
-            recv = recv[1]
-        if recv[0] == "a" and recv[2] == attr:
-            return True
+        args = c[2] or ()
+        src = args[0] if args else None
+        if src is not None and src[0] == "a" and src[2] == "data":
+            src = src[1]
+        if src is not None and src[0] == "n" and src[1] in params and src[1] != recv[1]:
+            out.add(params.index(recv[1]))
+    return frozenset(out)
+
+
+def refreshes_in_place(f: dict, attr: str, copies_into=None) -> bool:
+    """Whether function record `f` writes into `<x>.attr` in place (`.copy_(...)`, also
+    through `.data`), or hands `<x>.attr` to a helper that does (`copies_into(call)`: the
+    argument positions the called function copies another argument into,
+    `copies_into_params`; `_copy_into_kept(self.w, w)`, a keep-and-copy's helper)."""
+    for c in _calls(f):
+        recv = _copy_dest(c)
+        if recv is not None:
+            if recv[0] == "a" and recv[2] == attr:
+                return True
+            continue
+        if copies_into is None:
+            continue
+        args = c[2] or ()
+        for i in copies_into(c):
+            a = args[i] if i < len(args) else None
+            if a is not None and a[0] == "a" and a[2] == "data":
+                a = a[1]
+            if a is not None and a[0] == "a" and a[2] == attr:
+                return True
     return False
 
 

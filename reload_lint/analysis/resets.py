@@ -18,7 +18,11 @@ serving engine's pre-update hook (which the audited engine never calls) do not c
 A run-once guard that tests the derived copy itself (`if self._w32 is None: self._w32 =
 self.weight.float()`), with no in-place refresh of that copy in the guarded function, makes the
 copy once: on an update it keeps its address and the first load's values. Such a store is not
-dropped as run-once but reported as RL201 (stale derived copy).
+dropped as run-once but reported as RL201 (stale derived copy). An in-place refresh is a
+`.copy_` into the copy, or a call that hands the copy to a function of the audited code whose
+body copies another of its parameters into that one (`keep(self._w32, w32)` with
+`def keep(dst, src): dst.copy_(src)`, in any module: the keep-and-copy codemod's
+`_copy_into_kept`): judged from the callee's body, not its name.
 
 Mixed into Analyzer (analysis/interp.py).
 """
@@ -26,7 +30,8 @@ Mixed into Analyzer (analysis/interp.py).
 from __future__ import annotations
 
 from reload_lint.analysis import values as V
-from reload_lint.analysis.contracts import RESET_HOOKS, refreshes_in_place
+from reload_lint.analysis.contracts import RESET_HOOKS, copies_into_params, refreshes_in_place
+from reload_lint.index.lower_util import dotted
 from reload_lint.rules import RULES
 
 # pre-update hooks of every serving engine: one that the audited contract's engine does not
@@ -87,6 +92,23 @@ class FlagResetMixin:
                 return memo[key]
         return None
 
+    def _copies_into(self, mod: str, call) -> frozenset[int]:
+        """The argument positions a call made in module `mod` hands to a function of the
+        audited code that copies another of its arguments into them in place
+        (`contracts.copies_into_params`); empty when the callee is not a function of the
+        index (an external, a method, a starred call)."""
+        if len(call) > 5 and call[5]:
+            return frozenset()
+        name = dotted(call[1])
+        q = self.index.qualify(mod, name) if name else None
+        r = self.index.resolve(q) if q else None
+        if r is None or r[0] != "func":
+            return frozenset()
+        g = self.index.function(r[1], r[2])
+        if g is None or g.get("cls"):
+            return frozenset()
+        return copies_into_params(g)
+
     def _module_at(self, path: str) -> str | None:
         rev = self._path_modules
         if rev is None:
@@ -102,7 +124,7 @@ class FlagResetMixin:
             return False
         mod = self._module_at(g[3])
         f = self.index.function(mod, g[5][0]) if mod else None
-        if f is None or refreshes_in_place(f, attr):
+        if f is None or refreshes_in_place(f, attr, lambda c: self._copies_into(mod, c)):
             return False
         why = f"derived from `{src}` once, behind a test of the copy itself ({g[3]}:{g[4]})"
         contract = self.contract_for(fd.path)

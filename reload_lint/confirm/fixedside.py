@@ -8,8 +8,16 @@ storage may escape:
   (``patched.py``): ``fix_source`` "codemod" / "source", with the patch's sha256. Only where
   neither exists does the runtime monkeypatch of ``fixes.py`` stand in (``fix_source``
   "monkeypatch");
-* every *other* target of the build is held fixed by its monkeypatch, and the record lists them
-  (``isolation``), so a build's fixed side never applies other sites' fixes unnamed.
+* every *other* target of the build is held fixed by its codemod where it has one, else by its
+  monkeypatch, and the record lists them (``isolation``), so a build's fixed side never applies
+  other sites' fixes unnamed;
+* under the ``unshadow`` precondition, another target whose attribute that precondition takes
+  off the layer before the restore (``taken_off``: the masking attributes the bug side's
+  refused reload named) is held by its monkeypatch, not its codemod: the codemod keeps what the
+  layer holds at post-load, which the precondition has just removed, so it would bind new
+  tensors and free storage the capture read, and the site under test would inherit that
+  escape (H200 session 14: ``w13_precision_config`` red through ``w13_weight``). The
+  monkeypatch keeps the value the precondition set aside (``fixes.KEEP_ASIDE``).
 
 Sites that share one target and one patch share one run; a patch that does not apply gives an
 inconclusive record that says so, never a silent fallback to the monkeypatch.
@@ -80,10 +88,13 @@ def fixed_runs(
     red: set[str],
     sources: dict,
     overlay_parent: Path,
+    taken_off: set[str] | frozenset[str] = frozenset(),
 ) -> tuple[list[dict], list[tuple[object, str]]]:
     """The fixed-side child specs for one build (``common``: the build's shared spec fields;
     ``fixes``: the recipe's monkeypatch fixes by canonical target) over its ``sites`` whose bug
-    side is red (``red``: fingerprints), and the sites that get no run with the reason."""
+    side is red (``red``: fingerprints), and the sites that get no run with the reason.
+    ``taken_off``: layer attribute names the build's ``unshadow`` precondition removes before
+    the restore (their codemods are not merged into another site's run)."""
     runs: list[dict] = []
     refused: list[tuple[object, str]] = []
     groups: dict[tuple, list] = {}
@@ -106,12 +117,20 @@ def fixed_runs(
         src = sources.get(s.finding.fingerprint)
         if isinstance(src, SourceFix) and src.kind == "codemod":
             codemods.setdefault(s.canonical, src)
+    unshadowed = "unshadow" in (common.get("preconditions") or [])
+    removed = {t for t in codemods if unshadowed and _taken_off(t, taken_off)}
     overlays: dict[str, str] = {}
     for (canon, how, _sha), members in sorted(groups.items(), key=lambda kv: kv[0]):
         src = members[0][1]
         with_ = {}
+        kept_aside: list[str] = []
         if src is not None and src.kind == "codemod":
-            with_ = {t: fx for t, fx in sorted(codemods.items()) if t != canon and fx is not src}
+            with_ = {
+                t: fx
+                for t, fx in sorted(codemods.items())
+                if t != canon and fx is not src and t not in removed
+            }
+            kept_aside = sorted(t for t in removed if t != canon and codemods[t] is not src)
         applied, held = src, {}
         if with_:
             try:
@@ -151,10 +170,32 @@ def fixed_runs(
                     if isinstance(fx, SourceFix)
                     else f"the other targets' codemods not applied with this one: {fx}"
                     for t, fx in held.items()
+                ]
+                + [
+                    f"codemod of {t} not applied with this one: the unshadow precondition takes "
+                    f"{t} off the layer before the patched post-load, so that codemod would find "
+                    "nothing to keep and free the storage the capture read; "
+                    + (
+                        "held fixed by its monkeypatch, which keeps the value set aside"
+                        if t in fixes
+                        else "no monkeypatch holds it: its storage may escape in this run"
+                    )
+                    for t in kept_aside
                 ],
             )
         runs.append(spec)
     return runs, refused
+
+
+def _taken_off(target: str, names) -> bool:
+    base, _, attr = target.partition(".")
+    return base == "layer" and attr in names
+
+
+def taken_off_names(masked) -> set[str]:
+    """The attribute names of a refused reload's ``masked`` paths (``routed_experts.w13_weight``
+    -> ``w13_weight``): what the ``unshadow`` precondition takes off the layer."""
+    return {str(m).rsplit(".", 1)[-1] for m in masked or []}
 
 
 def fix_fields(canonical: str, recipe, spec: dict, fx: dict) -> dict:

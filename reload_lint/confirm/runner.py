@@ -26,7 +26,12 @@ from pathlib import Path
 
 from reload_lint.confirm.decide import census_links, executed_lines, judge, reach
 from reload_lint.confirm.evidence import EvidenceRecord
-from reload_lint.confirm.fixedside import fix_fields, fixed_runs, prepare_sources
+from reload_lint.confirm.fixedside import (
+    fix_fields,
+    fixed_runs,
+    prepare_sources,
+    taken_off_names,
+)
 from reload_lint.confirm.patched import cleanup
 from reload_lint.confirm.pipeline import run_pipeline
 from reload_lint.confirm.planning import Site, plan_site
@@ -474,6 +479,9 @@ def confirm(findings: list[Finding], opts: Options) -> list[EvidenceRecord]:
     #: that masks the reload, an expanded kernel tensor the copy-back cannot write): the
     #: preconditions to rerun them with (fixes.PRECONDITIONS)
     needs: dict[str, tuple[str, ...]] = {}
+    #: build -> the layer attributes its refused reload named as masking (what ``unshadow``
+    #: takes off the layer): fixedside.fixed_runs holds them by monkeypatch, not codemod
+    taken_off: dict[str, set[str]] = {}
 
     def one(job):
         name, recipe, group, spec = job
@@ -482,6 +490,9 @@ def confirm(findings: list[Finding], opts: Options) -> list[EvidenceRecord]:
         served = {e["fingerprint"] for e in spec["findings"]}
         err = failed(msgs)
         pre = err.get("precondition") if err is not None else None
+        if pre == "unshadow":
+            with lock:
+                taken_off.setdefault(name, set()).update(taken_off_names(err.get("masked")))
         if pre and pre not in spec["preconditions"]:
             with lock:
                 needs[name] = (*spec["preconditions"], pre)
@@ -529,7 +540,13 @@ def confirm(findings: list[Finding], opts: Options) -> list[EvidenceRecord]:
             recipe, group = by_recipe[name]
             common, fixes = _common(recipe, group, opts, needs.get(name, ()))
             runs, refused = fixed_runs(
-                common, group, fixes, red_sites.get(name, set()), sources, overlay_parent
+                common,
+                group,
+                fixes,
+                red_sites.get(name, set()),
+                sources,
+                overlay_parent,
+                taken_off.get(name, set()),
             )
             for s, why in refused:
                 rec = EvidenceRecord(

@@ -240,7 +240,7 @@ def _copy_audit(paths, top, cfg, args, plan):
 def mark(before: list[Finding], after: list[Finding], oc, unsafe: bool) -> None:
     """Every finding's `fix_status`: the first run's from its remedy and the re-audit; the
     re-audit's from the first run's finding it continues, or its cause when it is new."""
-    from reload_lint.fix.outcome import status
+    from reload_lint.fix.outcome import folded_status, status
 
     by_print = {}
     for f in before:
@@ -253,7 +253,14 @@ def mark(before: list[Finding], after: list[Finding], oc, unsafe: bool) -> None:
             g.fix_status = f"none: new, caused by {oc.cause[id(g)]}"
             continue
         host = by_print.get(g.fingerprint)
-        g.fix_status = host.fix_status if host is not None else "none: no fix was computed"
+        if (
+            host is not None
+            and host.fingerprint != g.fingerprint
+            and any(host is p for p in oc.partial)
+        ):
+            g.fix_status = folded_status(host)
+        else:
+            g.fix_status = host.fix_status if host is not None else "none: no fix was computed"
         if g.remedy is None and host is not None:
             g.remedy = None if applicable(host, unsafe) else host.remedy
 

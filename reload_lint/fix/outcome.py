@@ -6,7 +6,8 @@ never from what the fixes were meant to do:
 - **fixed**: a finding of the first run none of whose stores (its own fingerprint and every
   fingerprint folded into its `also` list) the re-audit reports;
 - **partial**: a finding whose own store is gone but a folded store is still reported (never
-  counted as fixed);
+  counted as fixed; its `fix_status` is `refused: ...` naming the folded stores left, so every
+  status is one of the documented `applied` / `refused: <reason>` / `none: <reason>`);
 - **remaining**: a finding of the re-audit that the first run reported (itself or folded);
 - **new**: a finding of the re-audit that the first run did not report at all. Each is listed
   with the fix that caused it (the accepted fix editing its file whose span is nearest).
@@ -14,6 +15,7 @@ never from what the fixes were meant to do:
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from reload_lint.findings import Finding
@@ -32,6 +34,20 @@ RL108_NONE = (
 )
 
 
+#: every `fix_status` value (docs/findings.schema.json `fix_status`)
+VOCABULARY = re.compile(r"^(applied|refused: .+|none: .+)$", re.S)
+
+
+def folded_status(host: Finding) -> str:
+    """The `fix_status` of a re-audit finding that was folded into `host` in the first run and
+    that `host`'s fix left (`host` is partial)."""
+    return (
+        f"refused: folded into {host.rule} `{host.target}` ({host.path}:{host.line}) in the "
+        "first run; that finding's fix was written and leaves this store, which the re-audit "
+        "reports on its own"
+    )
+
+
 @dataclass
 class Outcome:
     fixed: list[Finding] = field(default_factory=list)
@@ -42,10 +58,20 @@ class Outcome:
     left: dict[int, list[str]] = field(default_factory=dict)  # id(partial) -> folded still there
 
     def summary(self, total: int) -> str:
-        return (
+        line = (
             f"Found {_plural(total, 'finding')} ({len(self.fixed)} fixed, "
             f"{len(self.remaining)} remaining, {len(self.new)} new)."
         )
+        unfixed = total - len(self.fixed)
+        if unfixed != len(self.remaining):
+            # a finding whose own store is fixed and a folded one is not: the re-audit reports
+            # each folded store left on its own, so remaining and not-fixed differ
+            line += (
+                f" The {len(self.remaining)} remaining continue the {unfixed} not fixed "
+                "(a store folded into a finding is reported on its own once that finding's "
+                "own store is fixed)."
+            )
+        return line
 
 
 def _prints(f: Finding) -> set[str]:
@@ -74,7 +100,7 @@ def tally(before: list[Finding], after: list[Finding], edited: dict | None = Non
         elif f.fingerprint not in seen_after:
             out.partial.append(f)
             out.left[id(f)] = [
-                f"`{a.get('target', '')}` (line {a.get('line')})"
+                f"`{a.get('target', '')}` ({a.get('path') or f.path}:{a.get('line')})"
                 for a in f.also or []
                 if a.get("fingerprint") in seen_after
             ]
@@ -98,8 +124,8 @@ def _cause(g: Finding, spans: list[tuple[int, int, str]]) -> str:
 
 
 def status(f: Finding, out: Outcome | None, written: bool) -> str:
-    """The finding's `fix_status`: `applied`, `partial: ...`, `refused: <reason>` or
-    `none: <reason>`."""
+    """The finding's `fix_status`: `applied`, `refused: <reason>` or `none: <reason>`
+    (`VOCABULARY`)."""
     rem = f.remedy
     if rem is None or isinstance(rem, dict):
         return "none: no fix was computed for this finding"
@@ -115,8 +141,9 @@ def status(f: Finding, out: Outcome | None, written: bool) -> str:
     if any(f is p for p in out.fixed):
         return "applied"
     if any(f is p for p in out.partial):
-        return "partial: the primary store is fixed; still reported: " + ", ".join(
-            out.left.get(id(f), [])
+        return (
+            "refused: its own store is fixed, but the re-audit still reports stores folded "
+            "into it: " + ", ".join(out.left.get(id(f), []))
         )
     if not written:
         return "none: not applied (an unsafe fix: add --unsafe-fixes)"

@@ -16,6 +16,7 @@ from reload_lint.fix import keep, latebind, rebind, rebuilt, refresh, register
 from reload_lint.fix.base import Plan, Store
 from reload_lint.fix.locate import FileModel, Site, dotted, fresh_name
 from reload_lint.fix.tree import TreeApi
+from reload_lint.summaries.tensorapi import TENSOR_API
 
 #: rules whose store is fixed by keeping the first tensor and copying into it
 KEEP_RULES = frozenset({"RL102", "RL109", "RL201", "RL202"})
@@ -73,6 +74,18 @@ def _allocated_here(f: Finding) -> bool:
     )
 
 
+def _tensor_made_here(f: Finding) -> bool:
+    """Whether the stored value is a tensor a torch op of the storing function makes
+    (`layer.weight.t().contiguous()`, `torch.empty(...)`), not something a helper returns
+    (which may be another type on another backend)."""
+    notes = [s.note for s in f.trace]
+    return (
+        bool(notes)
+        and ("allocates a new tensor" in notes[0] or "returns a new tensor" in notes[0])
+        and not any(n.startswith("returned by") or "assumed" in n for n in notes)
+    )
+
+
 def _binds_registered_tensor(f: Finding) -> bool:
     """RL107 on a plain tensor: the registered tensor itself or a view of it (not a callable,
     a container or a rebuilt object that holds one)."""
@@ -87,6 +100,34 @@ def _is_tensor_store(f: Finding) -> bool:
     """Whether the analysis saw the stored value as a tensor (not an object holding some)."""
     return any("tensor" in s.note and f.target in s.note for s in f.trace[-4:]) or not any(
         "built here" in s.note or "keeps a rebuilt" in s.note for s in f.trace
+    )
+
+
+#: the words a library-object reason carries (fix/recipes.py gives it its own recipe)
+LIBRARY_OBJECT = "a library object, not a tensor"
+_UNKNOWN_CALLEE = re.compile(r"unknown callee `([^`]+)` assumed to return a new tensor")
+
+
+def library_object(f: Finding, fm: FileModel) -> str | None:
+    """Why no keep-and-copy fits a store of what an unknown library callee returns when the
+    module calls a method on it that `torch.Tensor` does not have (`self.w13_moe.apply(x)`
+    after `self.w13_moe = self.lib.Gemm.prepare(w, s)`): the value is a library object, not
+    a tensor, and `_copy_into_kept` reaches tensors only through an attribute dict, which an
+    extension type has none of; keeping it would keep the first load's object with the first
+    load's packed values. None when nothing says so."""
+    notes = [s.note for s in f.trace]
+    m = _UNKNOWN_CALLEE.match(notes[0]) if notes else None
+    if m is None:
+        return None
+    called = set(re.findall(rf"{re.escape(f.target)}\.(\w+)\s*\(", fm.text))
+    foreign = sorted(called - TENSOR_API)
+    if not foreign:
+        return None
+    return (
+        f"`{f.target}` is {LIBRARY_OBJECT}: it holds what `{m.group(1)}` returns, and the "
+        f"module calls `{f.target}.{foreign[0]}(...)`, which no tensor has, so a keep-and-copy "
+        "would keep the first load's object and copy nothing into it (no attribute path "
+        "reaches its storage)"
     )
 
 
@@ -105,14 +146,23 @@ def _shape_for(
     whose post-load runs after the copy-back, so registering keeps nothing: copy instead)."""
     rule = f.rule
     shapes: list = []
+    opaque = library_object(f, fm) if alt == 0 else None
+    if opaque:
+        return opaque
     if rule == "RL101":
-        if store.attr in api.parameter_names:
+        if store.attr in api.parameter_names and _tensor_made_here(f):
+            # a name the tree also registers as a Parameter, and a value the storing function
+            # itself makes with a tensor op: a tensor, so the tree's own
+            # replace_parameter(..., prefer_copy=True) registers it where the copy-back keeps it
+            shapes.append(lambda: _replace(store, single, fm, api))
+            shapes.append(lambda: rebuilt.plan(store, ind, "value"))
+        elif store.attr in api.parameter_names:
             # a name the tree also registers as a Parameter: what is stored under it may be
             # no tensor at all (vLLM's triton `Tensor` wrappers of MXFP4 weights, which
             # replace_parameter cannot take: the H200 sweep's first loads failed), so keep
             # the first object and copy into its tensors
             shapes.append(lambda: rebuilt.plan(store, ind, "value"))
-            # a tensor the re-audit still reports there (the NVFP4 scales): the tree's own
+            # a tensor the re-audit still reports there: the tree's own
             # replace_parameter(..., prefer_copy=True), proved green on the H200
             shapes.append(lambda: _replace(store, single, fm, api))
         else:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from reload_lint.findings import Finding
+from reload_lint.fix.plan import LIBRARY_OBJECT
 from reload_lint.fix.tree import TreeApi
 
 
@@ -36,6 +37,11 @@ def recipe(f: Finding, api: TreeApi, why: str) -> str:
             f"`{f.target}` across reloads: at the post-load that rebuilds it, keep the first "
             "object and copy the rebuilt one's tensors into it (the keep_object codemod of "
             "the RL105 finding at that site)"
+        )
+    elif LIBRARY_OBJECT in why:
+        text = (
+            "prepare the object the first load kept again in place through the library's own "
+            "API, if it has one, or rebuild it and capture the graphs again"
         )
     else:
         text = f.fix or f"see reload-lint rule {f.rule}"

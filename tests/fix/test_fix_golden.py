@@ -152,18 +152,21 @@ def test_fix_refuses_release_sources(capsys, monkeypatch, tmp_path):
     assert "--fix would edit the shared release sources" in err and "cp -r" in err
 
 
-def test_store_of_a_kept_object_is_not_claimed_fixed_by_its_rebuild_sites(
-    tmp_path, monkeypatch, capsys
-):
-    """A store whose own codemod the re-audit reports as RL108 (an object post-load rebuilds)
-    gets the rebuild sites' keep_object patch only when that makes the re-audit stop reporting
-    it; here the kept object's own post-load stores a new tensor again, so it stays manual."""
-    proj = project(tmp_path, "refused_kept_object_store")
+def test_store_of_a_kept_object_is_fixed_with_its_rebuild_sites(tmp_path, monkeypatch, capsys):
+    """A store of an object post-load rebuilds (`self.w_mma` of experts a kernel holds), next to
+    the rebuild site's keep_object: with the kernel kept there the engine models the kept
+    object (analysis/kept.py), the kept experts' own post-load runs again, and its keep-and-copy
+    hands the kept `w_mma` to `_copy_into_kept`, which the re-audit reads as an in-place refresh
+    (analysis/resets.py). Both are written and counted fixed; until issue 27's helper class the
+    store was refused as a stale copy (RL201)."""
+    proj = project(tmp_path, "kept_object_store")
     monkeypatch.chdir(proj)
     by_rule = {f["rule"]: f for f in _report(capsys)}
     assert by_rule["RL105"]["remedy"]["shape"] == "keep_object"
     rem = by_rule["RL102"]["remedy"]
-    assert rem["patch"] is None and rem["applicability"] == "display-only"
-    # with the kernel kept at its rebuild site the engine models the kept object (analysis/
-    # kept.py), and the re-audit reports the store as a stale copy (RL201): refused all the same
-    assert "still reports" in rem["refused"]
+    assert rem["shape"] == "keep_object" and rem["patch"] and not rem.get("refused")
+    code, out, err = run(capsys, "check", "pkg", "--no-cache", "--fix", "--unsafe-fixes")
+    assert "(2 fixed, 0 remaining, 0 new)" in out, out + err
+    assert (proj / "pkg" / "m.py").read_text() == (
+        CASES / "kept_object_store" / "after.py"
+    ).read_text()

@@ -348,3 +348,62 @@ def test_a_child_that_dies_is_reported_with_its_stage_and_signal():
     outcome = {"status": "died", "stage": "before replay", "exitcode": -8, "signal": 8}
     verdict, _, reason = decide(_f("layer.workspace"), msgs, outcome, False)
     assert verdict == "inconclusive" and "stage cold_b (SIGFPE, signal 8)" in reason
+
+
+class _MaskingKeepMethod:
+    """A post-load shaped like GptOssMxfp4MoEMethod._setup_kernel with the RL101 keep-and-copy
+    codemod written into it: the checkpoint Parameter is repacked into a wrapper object, deleted,
+    and the wrapper kept under its name (the site that masks the next reload)."""
+
+    def process_weights_after_loading(self, layer):
+        w13 = Wrapped(Storage(layer.w13_weight.data * 2), (2,))
+        del layer.w13_weight
+        if getattr(layer, "w13_weight", None) is not None:
+            layer.w13_weight.storage.data.copy_(w13.storage.data)  # the codemod's copy
+        if getattr(layer, "w13_weight", None) is None:
+            layer.w13_weight = w13
+
+
+def _masked_reload(fake_layerwise, layer, method, values):
+    """One layerwise reload, reduced: restore (under whatever wraps it), load, post-load."""
+    info = fake_layerwise.get_layerwise_info(layer)
+    info.restore_metadata = ({"w13_weight": torch.empty(2, device="meta")}, {})
+    fake_layerwise.restore_layer_on_meta(layer, info)
+    layer._parameters["w13_weight"] = torch.nn.Parameter(values, requires_grad=False)
+    method.process_weights_after_loading(layer)
+
+
+def test_unshadow_frees_what_a_codemod_keeps_and_the_monkeypatch_keeps_it(fake_layerwise):
+    """H200 session 14 (mxfp4.py:354/355 red on the fixed side): under the unshadow
+    precondition the masking attribute is taken off the layer before the restore, so the
+    keep-and-copy codemod of that attribute finds nothing to keep and binds a new storage; a
+    record of another site of that build inherits the escape. The monkeypatch the fixed side
+    now holds that target with (`reuse_storage`, set aside by unshadow) keeps the storage and
+    gives it the new values."""
+    undo = fx.unshadow()
+    try:
+        for held_by in ("codemod", "monkeypatch"):
+            layer = torch.nn.Module()
+            layer.register_parameter("w13_weight", torch.nn.Parameter(torch.ones(2)))
+            method = _MaskingKeepMethod()
+            restore = None
+            if held_by == "monkeypatch":
+                restore = fx.reuse_storage(_MaskingKeepMethod, "layer.w13_weight")
+            try:
+                method.process_weights_after_loading(layer)  # the first load
+                captured = layer.w13_weight.storage.data
+                _masked_reload(fake_layerwise, layer, method, torch.full((2,), 5.0))
+            finally:
+                if restore is not None:
+                    restore()
+                    fx.KEEP_ASIDE.discard("w13_weight")
+            now = layer.w13_weight.storage.data
+            assert torch.equal(now, torch.full((2,), 10.0))
+            if held_by == "codemod":
+                assert now.data_ptr() != captured.data_ptr()  # the escape the red inherited
+            else:
+                assert now.data_ptr() == captured.data_ptr()
+                assert torch.equal(captured, torch.full((2,), 10.0))
+            assert not fx.HELD_ASIDE
+    finally:
+        undo()

@@ -146,3 +146,72 @@ def test_worklist_fix_cell_links_the_areas_the_codemod_edits(tmp_path):
     fixed = {"a" * 20: [_rec("a" * 20, True, "green", fix_source="codemod")]}
     cell = fix_cell("fused_moe/experts", [f], fixed, tmp_path, tmp_path / "w.md")
     assert cell == "[quantization.diff](quantization.diff): codemod green 1/1"
+
+
+def _line_patch(old: str, new: str) -> str:
+    src = Path(__file__).with_name("fixture_kernels.py").read_text()
+    assert src.count(old) == 1
+    after = src.replace(old, new)
+    return "".join(
+        difflib.unified_diff(src.splitlines(True), after.splitlines(True), f"a/{PATH}", f"b/{PATH}")
+    )
+
+
+def _unshadow_build(tmp_path, taken_off):
+    """A masking build (H200 session 14, mxfp4.py:352-355): `layer.w13_weight` is a plain
+    attribute over a deleted checkpoint Parameter (the reload needs the unshadow precondition),
+    `self.w13_precision_config` is stored next to it; both have a keep-and-copy codemod."""
+    w13 = FakeSite(_finding("a" * 20, "layer.w13_weight", 84), "layer.w13_weight")
+    cfg = FakeSite(_finding("b" * 20, "self.w13_precision_config", 85), "self.w13_precision_config")
+    patches = {
+        w13.finding.fingerprint: (
+            _line_patch("IN, OUT, GROUP = 16, 8, 4", "IN, OUT, GROUP = 16, 8, 4  # w13"),
+            None,
+            "keep w13",
+        ),
+        cfg.finding.fingerprint: (
+            _line_patch(
+                'PATH = "tests/runtime/fixture_kernels.py"',
+                'PATH = "tests/runtime/fixture_kernels.py"  # cfg',
+            ),
+            None,
+            "keep cfg",
+        ),
+    }
+    tmp_path.mkdir()
+    sources = prepare_sources([w13.finding, cfg.finding], patches, None)
+    fixes = {"layer.w13_weight": FakeFix("reuse w13"), "self.w13_precision_config": FakeFix("cfg")}
+    common = {"recipe": "r", "targets": {}, "preconditions": ["unshadow"]}
+    runs, refused = fixed_runs(
+        common, [w13, cfg], fixes, {"a" * 20, "b" * 20}, sources, tmp_path, taken_off
+    )
+    assert refused == []
+    return {r["own"]: r for r in runs}
+
+
+def test_unshadow_removed_attribute_is_held_by_its_monkeypatch_not_merged_as_a_codemod(tmp_path):
+    # before: the w13 codemod was merged into the precision config's run; under unshadow it
+    # found nothing to keep, bound new tensors, and the config's record went red through them
+    merged = _unshadow_build(tmp_path / "before", set())["self.w13_precision_config"]
+    text = Path(merged["overlay"], PATH).read_text()
+    assert "# w13" in text and "# cfg" in text and merged["fixes"] == []
+    runs = _unshadow_build(tmp_path / "after", {"w13_weight"})
+    cfg = runs["self.w13_precision_config"]
+    text = Path(cfg["overlay"], PATH).read_text()
+    assert "# cfg" in text and "# w13" not in text  # its own codemod only
+    assert cfg["fixes"] == ["layer.w13_weight"]  # the monkeypatch keeps what unshadow set aside
+    [note] = cfg["codemods_with"]
+    assert note.startswith("codemod of layer.w13_weight not applied with this one: the unshadow")
+    assert "held fixed by its monkeypatch" in note
+    # the masking site's own run keeps its own codemod (its record is graded by verdicts.py)
+    w13 = runs["layer.w13_weight"]
+    assert "# w13" in Path(w13["overlay"], PATH).read_text()
+    assert w13["codemods_with"][0].startswith("codemod of self.w13_precision_config: keep cfg")
+
+
+def test_taken_off_names_from_a_refused_reload():
+    from reload_lint.confirm.fixedside import taken_off_names
+
+    got = taken_off_names(["routed_experts.w13_weight", "w2_weight", "layer.w13_bias"])
+    assert got == {"w13_weight", "w2_weight", "w13_bias"}
+    assert taken_off_names(None) == set()

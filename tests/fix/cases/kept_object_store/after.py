@@ -12,7 +12,11 @@ class Experts:
         self.workspace = torch.empty(n * 16)
 
     def process_weights_after_loading(self, layer: torch.nn.Module) -> None:
-        self.w_mma = to_mma(layer.w13_weight)
+        w_mma = to_mma(layer.w13_weight)
+        if getattr(self, "w_mma", None) is not None:
+            _copy_into_kept(self.w_mma, w_mma)
+        if getattr(self, "w_mma", None) is None:
+            self.w_mma = w_mma
 
     def apply(self, x: torch.Tensor) -> torch.Tensor:
         return x @ self.w_mma
