@@ -730,7 +730,7 @@ class _Texts:
 
 
 CONTRACT_NAMES = CONTRACT_CHOICES[1:]  # analysis/contracts.py's, without importing it
-_FACTS_VERSION = "7"
+_FACTS_VERSION = "8"
 _NO_FACTS = (False, False, False, (), False, False)
 
 
