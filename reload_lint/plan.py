@@ -265,8 +265,8 @@ def base_notes(plan: Plan, result) -> list[str]:
         line = engine_dependency_note(plan.paths, texts)
         if line:
             out.append(line)
-    if contract and contract[0]:
-        # always: which contract judged the package, and what decided it
+    if contract and contract[0] and result.files_scanned:
+        # on every run that judged a file: which contract judged it, and what decided it
         out.append(
             f"reload-lint: contract {contract[0]}" + (f": {contract[1]}" if contract[1] else "")
         )
