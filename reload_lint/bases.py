@@ -217,3 +217,71 @@ def engine_imports(text: str) -> dict[str, str]:
             if name.isidentifier():
                 out[name] = m.group(1)
     return out
+
+
+# a requirement on a distribution built on vLLM / SGLang (`vllm-omni==0.24.*`, `sglang_router`)
+_DERIVED_REQ = re.compile(
+    r"^Requires-Dist:\s*((?:vllm|sglang)[-_.][\w.-]+)\s*(?:\[[^\]]*\])?\s*([<>!=~][^;\n]*)?",
+    re.M | re.I,
+)
+# `import vllm` / `from vllm.x import y` anywhere, a function body's lazy import included
+_ANY_IMPORT = re.compile(
+    r"^[ \t]*(?:import[ \t]+(vllm|sglang)\b|from[ \t]+(vllm|sglang)[.\s])", re.M
+)
+
+
+def derived_requirement(paths) -> tuple[str, str] | None:
+    """(requirement, METADATA path) of a `Requires-Dist` on a vLLM / SGLang derivative in a
+    `*.dist-info/METADATA` beside the audited folders (an unzipped wheel)."""
+    for p in paths:
+        p = Path(p).resolve()
+        for d in [p, *list(p.parents)[:3]]:
+            if not d.is_dir():
+                continue
+            for meta in sorted(d.glob("*.dist-info/METADATA")):
+                try:
+                    text = meta.read_text(encoding="utf-8", errors="replace")
+                except OSError:
+                    continue
+                m = _DERIVED_REQ.search(text)
+                if m:
+                    return (m.group(1) + (m.group(2) or "").strip(), str(meta))
+    return None
+
+
+def engine_dependency_note(paths, texts) -> str | None:
+    """With no base given and no engine class left unresolved: a package that still runs on
+    vLLM or SGLang (it imports one, at module level or lazily inside a function, or its
+    metadata requires a distribution built on one) is audited without the engine's classes,
+    helpers and reload contract. One stderr line says so and names the base to pass."""
+    hint = suggest(paths, texts)
+    evidence = None
+    engine = "vllm"
+    for rel, text in texts:
+        m = _ANY_IMPORT.search(text)
+        if m:
+            engine = m.group(1) or m.group(2)
+            line = text.count("\n", 0, m.start()) + 1
+            inside = " (inside a function)" if text[m.start()] in " \t" else ""
+            evidence = f"imports {engine} at {rel}:{line}{inside}"
+            break
+    derived = derived_requirement(paths) if hint is None else None
+    if derived is not None:
+        engine = derived[0].split("-", 1)[0].split("_", 1)[0].lower()
+        evidence = f"requires `{derived[0]}`, a distribution built on {engine} ({derived[1]})"
+    if evidence is None and hint is None:
+        return None
+    if hint is not None:
+        how = f"pass `--base {hint[0]}` (named by {hint[1]})"
+    elif derived is not None:
+        how = (
+            f"pass `--base {engine}==VERSION` with the {engine} release `{derived[0]}` runs on "
+            "(and `--base <its sources>` for its own classes)"
+        )
+    else:
+        how = f"pass `--base {engine}==VERSION` (the release the package runs on)"
+    why = evidence or f"names a {engine} release"
+    return (
+        f"reload-lint: note: no base was given, but the package {why}: the engine's classes, "
+        f"helpers and reload contract are guessed; {how}"
+    )

@@ -54,7 +54,7 @@ from reload_lint.findings import FileError
 # target, `Cls.m = fn`, `setattr(Cls, "m", fn)`)
 # 23: the `else` of a plain `if <flag test>:` gets the test's flags, the opposite sense, and
 # the lazy guard of `if X is not None: ... else: <init>`
-EXTRACT_VERSION = "26"
+EXTRACT_VERSION = "28"
 # pack layout; 2: consumed-input results keep, per file, what the analysis read of its record
 PACK_VERSION = 2
 MAX_FILE_BYTES = 8 * 1024 * 1024

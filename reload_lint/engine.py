@@ -730,7 +730,7 @@ class _Texts:
 
 
 CONTRACT_NAMES = CONTRACT_CHOICES[1:]  # analysis/contracts.py's, without importing it
-_FACTS_VERSION = "7"
+_FACTS_VERSION = "8"
 _NO_FACTS = (False, False, False, (), False, False)
 
 
@@ -754,7 +754,7 @@ def _text_facts(text: str, roots) -> tuple:
     return (
         any(n in text for n in roots),
         "reload-lint:" in text,
-        bool(_LAZY_CACHE_RE.search(text)),
+        bool(_LAZY_CACHE_RE.search(text)) or _state_guarded(text),
         tuple(bases),
         "data_ptr()" in text and bool(_ALIAS_ASSERT_RE.search(text)),
         _addr_keyed(text),
@@ -802,6 +802,30 @@ _LAZY_CACHE_RE = __import__("re").compile(
     r"|[-+*/@]\s*self\.\w+"
     r"|torch\.[\w.]+\([^\n]*self\.\w+)"
 )
+
+
+# `if layer.state == State.INIT:` whose block stores `layer.state = ...`: a first-use guard
+# written as a state test (index/lower_guard.py state_guard), found by text like the above
+_STATE_TEST_RE = __import__("re").compile(
+    r"^([ \t]*)(?:el)?if ([A-Za-z_][\w.]*)\.(\w+) == [\w.\"']+:[ \t]*$", __import__("re").M
+)
+
+
+def _state_guarded(text: str) -> bool:
+    if " == " not in text:
+        return False
+    for m in _STATE_TEST_RE.finditer(text):
+        indent = len(m.group(1))
+        store = f"{m.group(2)}.{m.group(3)} ="
+        for line in text[m.end() + 1 :].split("\n", 40)[:40]:
+            body = line.lstrip(" \t")
+            if not body:
+                continue
+            if len(line) - len(body) <= indent:
+                break  # the block ended
+            if body.startswith(store) and not body.startswith(store + "="):
+                return True
+    return False
 
 
 # `assert x.data_ptr() == y.data_ptr()` (also through `.untyped_storage()`, the right side

@@ -254,6 +254,20 @@ def base_notes(plan: Plan, result) -> list[str]:
             f"subclasses {'are' if n != 1 else 'is'} not in the audited tree ({shown}): "
             f"their post-load, registrations and readers are guessed; {how}"
         )
-    if contract and contract[1] and (bases or unresolved):
-        out.append(f"reload-lint: contract {contract[0]}: {contract[1]}")
+    elif not bases and not (contract and "tree is vLLM's" in (contract[1] or "")):
+        # a package that imports the engine only lazily, or requires a distribution built
+        # on it, subclasses nothing the note above could name (a vLLM tree is its own base)
+        from reload_lint.bases import engine_dependency_note
+
+        texts = []
+        if getattr(result, "texts", None) is not None and result.files_scanned < 5000:
+            texts = [(rel, result.texts.get(rel, "")) for rel in sorted(result.analysed)]
+        line = engine_dependency_note(plan.paths, texts)
+        if line:
+            out.append(line)
+    if contract and contract[0] and result.files_scanned:
+        # on every run that judged a file: which contract judged it, and what decided it
+        out.append(
+            f"reload-lint: contract {contract[0]}" + (f": {contract[1]}" if contract[1] else "")
+        )
     return out

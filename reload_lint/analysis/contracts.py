@@ -42,6 +42,15 @@ UNDONE_WHY = (
     "post-load writes a transform of the loaded values where the weight loader writes: the "
     "next `load_weights` writes the checkpoint's values there and post-load never runs again"
 )
+UNDONE_FIRST_USE_WHY = (
+    "a first-use block transforms the loaded values once: the next `load_weights` writes the "
+    "checkpoint's values there and the block's guard keeps it from running again"
+)
+FIRST_USE_REBIND_WHY = (
+    "a first-use block binds a new Parameter where the loaded one was: the next `load_weights` "
+    "finds neither the loaded shape nor its `weight_loader` there, and the block's guard keeps "
+    "it from running again"
+)
 LOADER_LOST_WHY = (
     "a new Parameter object replaces the loaded one without its `weight_loader`: the next "
     "`load_weights` finds no loader (a fused or sharded weight fails) or loads it unsharded"

@@ -71,6 +71,10 @@ class Frame:
     serial: int = field(default_factory=itertools.count(1).__next__)
     # local name -> attributes read to compute its value (post-load; analysis/feeds.py)
     local_reads: dict = field(default_factory=dict)
+    # the if-chains open at the statement being run, and the ones entered (branches.py)
+    branches: list = field(default_factory=list)
+    branches_opened: set = field(default_factory=set)
+    unreached: bool = False  # after an if-chain whose every branch returns or raises
 
 
 def to_host(name: str, args, kwargs) -> bool:

@@ -17,8 +17,8 @@ import os
 import sys
 import traceback
 
+from reload_lint.analysis import branches, triage
 from reload_lint.analysis import shapes as S
-from reload_lint.analysis import triage
 from reload_lint.analysis import values as V
 from reload_lint.analysis.addrcache import AddressCacheMixin
 from reload_lint.analysis.calls import CallMixin
@@ -399,8 +399,10 @@ class Analyzer(
         """`vllm-load-weights` only: a post-load statement transforming a loaded tensor in its
         own storage (`layer.w_scale.mul_(127)`, `layer.w.data.div_(s)`, `layer.w *= 2`). The
         next `load_weights` writes the checkpoint's values there and post-load does not run
-        again: RL203. A `copy_` / `fill_` / `zero_` is a write, not a transform of the values
-        there; `copy_` of a value derived from the receiver itself is one."""
+        again: RL203. So is a subscript store into it (`layer.w[a:b] = f(layer.w[a:b])`, passed
+        here as `__setitem__`). A `copy_` / `fill_` / `zero_` is a write, not a transform of the
+        values there; `copy_` or a subscript store of a value derived from the receiver itself
+        (directly, or through locals computed from it) is one."""
         if fr.mode != "post" or e[0] != "c" or e[1][0] != "a":
             return
         from reload_lint.analysis.contracts import LOAD_WEIGHTS, UNDONE_WHY
@@ -410,13 +412,17 @@ class Analyzer(
             return
         recv_e, meth = e[1][1], e[1][2]
         aug = meth.startswith("__i")
-        if not aug and not (meth.endswith("_") and not meth.startswith("_")):
+        item = meth == "__setitem__"
+        if not aug and not item and not (meth.endswith("_") and not meth.startswith("_")):
             return
         if meth in ("zero_", "fill_", "set_", "requires_grad_", "share_memory_", "record_stream"):
             return
-        if meth == "copy_":
+        if meth == "copy_" or item:
+            # a write of other values is not a transform of the ones there: the value must
+            # read the receiver itself (`p.copy_(f(p))`, `p[a:b] = f(p[a:b])`)
             mine = self.render(recv_e).removesuffix(".data")
-            if not mine or not self._mentions(e[2] if len(e) > 2 else (), mine):
+            val = e[2] if len(e) > 2 else ()
+            if not mine or not (self._mentions(val, mine) or self._local_reads(fr, val, mine)):
                 return
         if recv_e[0] == "a" and recv_e[2] == "data":
             recv_e = recv_e[1]
@@ -431,7 +437,10 @@ class Analyzer(
         for v in vals:
             if v.kind in (V.REG, V.PARAM) or (v.kind == V.MATTR and v.src):
                 target = self.render(recv_e) if recv_e[0] == "a" else (v.src or "the tensor")
-                note = f"`{self.render(e[1]) if not aug else target + ' ' + meth[3:-2] + '='}`"
+                if item:
+                    note = f"`{target}[...] = ...`"
+                else:
+                    note = f"`{self.render(e[1]) if not aug else target + ' ' + meth[3:-2] + '='}`"
                 shown = AV(
                     V.REG,
                     src=v.src or target,
@@ -439,6 +448,26 @@ class Analyzer(
                 )
                 self.report(fr, "RL203", st, target, shown, UNDONE_WHY)
                 return
+
+    def _local_reads(self, fr: Frame, e, dotted: str) -> bool:
+        """Whether a local name `e` reads was computed from attribute `dotted`'s name
+        (`dq = dequant(layer.w[a:b]); layer.w[a:b] = quant(dq)`: analysis/feeds.py)."""
+        attr = dotted.rsplit(".", 1)[-1]
+        held = fr.local_reads
+        if not held:
+            return False
+        stack = [e]
+        while stack:
+            x = stack.pop()
+            if not isinstance(x, tuple) or not x:
+                continue
+            if x[0] == "n" and len(x) == 2 and isinstance(x[1], str):
+                if attr in held.get(x[1], ()):
+                    return True
+                continue
+            # a tagged node's operands, or every item of a plain tuple (call arguments)
+            stack.extend(y for y in (x[1:] if isinstance(x[0], str) else x) if isinstance(y, tuple))
+        return False
 
     def _mentions(self, e, dotted: str, depth: int = 0) -> bool:
         """Whether lowered expression tree `e` reads the attribute chain `dotted`."""
@@ -453,6 +482,7 @@ class Analyzer(
     # ------------------------------------------------------------------ statements
     def exec_body(self, fr: Frame, body) -> None:
         for st in self.with_first_load_blocks(fr, body):
+            branches.step(fr, st)
             if fr.dead:
                 # inside a branch its member test rules out: only the nesting is followed
                 if st[0] == "condon":
@@ -511,6 +541,11 @@ class Analyzer(
                 elif tgt[0] == "s" and tgt[1][:1] == ("n",) and tgt[1][1] not in fr.env:
                     # `_POOLS[key] = pool` on a module-level registry: its entry is set
                     self.note_flag_set(fr, tgt[1][1] + "[]", st[5], where)
+                if tgt[0] == "s":
+                    # `p[a:b] = f(p[a:b])`: a store into the tensor's own storage, read as
+                    # `p.__setitem__(...)` (a transform when the value is derived from p),
+                    # judged on p as it was before the store
+                    self.note_inplace_transform(fr, st, ("c", ("a", tgt[1], "__setitem__"), st[5]))
                 self.bind(fr, tgt, vals, st)
             self.note_feeds_assign(fr, start, mid, st)
         elif kind == "expr":

@@ -324,11 +324,15 @@ class StoreMixin:
                 fr.mode in ("lazy", "apply") and st[0] == "assign" and (st[6] or _fills(st, mutate))
             ):
                 if r.kind not in (V.OBJ, V.MODULE):
+                    if st[6] and attr == "data" and r.kind in (V.REG, V.PARAM, V.MATTR):
+                        self._first_use_swap(fr, st, base_e, r, vals, target)
                     continue
                 if fr.mode == "lazy" and self.contract_for(fr.path).name == LOAD_WEIGHTS:
                     # nothing is rebuilt or deleted on an update: first-forward state stays
                     continue
                 for v in vals:
+                    if st[6] and v.kind == V.PARAM and self._first_use_rewrap(fr, st, r, attr, v):
+                        break
                     if fr.mode == "lazy" and _kept(v) is not None and v.kind != V.REG:
                         self.report(fr, "RL108", st, target, v, "allocated lazily on first forward")
                         break
@@ -344,6 +348,47 @@ class StoreMixin:
                 else:
                     for v in vals:
                         self.note_judged(fr, st[1], target, v, None, fr.mode, "object")
+
+    def _first_use_swap(self, fr: Frame, st, base_e, r: AV, vals: tuple, target: str) -> None:
+        """`vllm-load-weights`: `p.data = f(p)` on a loaded Parameter inside a first-use block
+        (`if layer.state == INIT: layer.state = READY; ...`, `if self._w is None:`). The block
+        runs once; an update writes the checkpoint's values into p again and nothing runs the
+        block a second time, so the forward reads untransformed values (RL203)."""
+        from reload_lint.analysis.contracts import UNDONE_FIRST_USE_WHY
+
+        if self.contract_for(fr.path).name != LOAD_WEIGHTS:
+            return
+        if base_e[0] != "a":
+            return
+        holders = [h for h in self.eval(fr, base_e[1]) if h.kind == V.MODULE]
+        regs = [self.registered_on(fr, h) for h in holders]
+        if any(base_e[2] in b for _p, b in regs):
+            return  # a buffer no checkpoint holds is not written by the load: nothing undoes it
+        if r.kind == V.MATTR and not any(base_e[2] in p for p, _b in regs):
+            return  # a plain attribute of the module, not a loaded Parameter
+        for v in vals:
+            if v.kind in (V.FRESH, V.VIEW, V.PARAM):
+                step = TraceStep(fr.path, st[1], f"`{target} = ...` in a block that runs once")
+                shown = AV(V.REG, src=r.src or target, trace=(*v.trace, step))
+                self.report(fr, "RL203", st, target, shown, UNDONE_FIRST_USE_WHY)
+                return
+
+    def _first_use_rewrap(self, fr: Frame, st, r: AV, attr: str, v: AV) -> bool:
+        """`vllm-load-weights`: a loaded Parameter bound again to a new Parameter inside a
+        first-use block (`layer.g_idx = Parameter(torch.empty(0))` behind `if layer.state ==
+        REPACK:`). The next `load_weights` writes the checkpoint into the new object, which
+        has neither the old shape nor its loader, and the block does not run again (RL203)."""
+        from reload_lint.analysis.contracts import FIRST_USE_REBIND_WHY
+
+        if r.kind != V.MODULE or self.contract_for(fr.path).name != LOAD_WEIGHTS:
+            return False
+        if attr not in self.checkpoint_names() or attr in self.registered_on(fr, r)[1]:
+            return False  # not a name the weights are created under: no load writes it
+        step = TraceStep(
+            fr.path, st[1], f"`{self.render(st[4][0])} = ...` in a block that runs once"
+        )
+        shown = AV(V.REG, src=f"{r.src}.{attr}" if r.src else attr, trace=(*v.trace, step))
+        return bool(self.report(fr, "RL203", st, f"{r.src}.{attr}", shown, FIRST_USE_REBIND_WHY))
 
     # ------------------------------------------------------------------ stable aliases
     # An alias of a registered tensor taken after loading (RL107) is an escape only when the

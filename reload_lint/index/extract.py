@@ -102,6 +102,8 @@ class _Extractor(SourceText, ExprLowering, GuardLowering, DefLowering):
         self.size_names: set[str] = set()
         self.block_path: list[int] = []
         self.block_ids = 0
+        # the current function's if-chains, for the branch join (analysis/interp.py)
+        self.branches: list[tuple] = []
         self.imports: dict[str, str] = {}
         self.functions: dict[str, dict] = {}
         self.classes: dict[str, dict] = {}
@@ -183,6 +185,8 @@ class _Extractor(SourceText, ExprLowering, GuardLowering, DefLowering):
         tp = type(node)
         if tp is ast.If:
             g = self.lazy_guard(node.test)
+            if g is None and lower_util.EXTENSIONS:
+                g = self.state_guard(node.test, node.body)
             narrowed = _isinstance_test(node.test)
             ln, col, end = self.span(node)
             if narrowed:
@@ -277,6 +281,8 @@ class _Extractor(SourceText, ExprLowering, GuardLowering, DefLowering):
                 for base, attr, sense in flags:
                     here = tuple(self.block_path)
                     out.append(("flagexit", ln, col, end, base, attr, sense, here))
+            if func_qn and lower_util.EXTENSIONS:
+                self.branches.append(_branch_regions(node, self.is_elif))
             return
         if tp is ast.For or tp is ast.AsyncFor:
             ln, col, end = self.span(node)
@@ -476,6 +482,29 @@ def _self_param(f: dict) -> str | None:
     if any(d.rsplit(".", 1)[-1] in ("staticmethod", "classmethod") for d in f["decos"]):
         return None
     return f["params"][0]
+
+
+def _leaves(stmts: list) -> bool:
+    """The block's last statement leaves the function (`return`, `raise`)."""
+    return type(stmts[-1]) in (ast.Return, ast.Raise)
+
+
+def _branch_regions(node, is_elif) -> tuple:
+    """The line regions of an if-chain's branches, in order: (first line, last line, leaves
+    the function), and whether the chain ends in an `else:`. A region after the first starts
+    on the line after the previous branch ends, so an `elif` test's own lowering (a walrus)
+    belongs to the branch it opens."""
+    regions = [(node.body[0].lineno, node.body[-1].end_lineno, _leaves(node.body))]
+    cur = node
+    while cur.orelse:
+        prev_end = regions[-1][1]
+        if is_elif(cur):
+            cur = cur.orelse[0]
+            regions.append((prev_end + 1, cur.body[-1].end_lineno, _leaves(cur.body)))
+            continue
+        regions.append((prev_end + 1, cur.orelse[-1].end_lineno, _leaves(cur.orelse)))
+        return (tuple(regions), True)
+    return (tuple(regions), False)
 
 
 def _collect_buffers(

@@ -70,13 +70,16 @@ class DefLowering:
         saved, self.block_path = self.block_path, []
         saved_flags, self.local_flags = self.local_flags, {}
         saved_sizes, self.size_names = self.size_names, set()
+        saved_branches, self.branches = self.branches, []
         try:
             self.block(node.body, body, None, qn, cls_qn)
             size_names = self.size_names
+            branches = self.branches
         finally:
             self.block_path = saved
             self.local_flags = saved_flags
             self.size_names = saved_sizes
+            self.branches = saved_branches
         ln, col, end = self.span(node)
         loads, stores, attrs = _body_names(node.body, self)
         reads = sorted(attrs.items())
@@ -101,6 +104,12 @@ class DefLowering:
             "free": free,
             "guarded": any(s[0] == "assign" and s[6] for s in body),
         }
+        if branches:
+            # if-chains, as line regions: a sibling branch's stores are not seen in the
+            # next one, and a branch that returns adds nothing after the chain
+            self.functions[qn]["branches"] = tuple(
+                sorted(branches, key=lambda c: (c[0][0][0], -c[0][-1][1]))
+            )
         if lower_util.EXTENSIONS:
             # `return current_platform.is_rocm() and envs.X`: a predicate the package's
             # platform may decide (analysis/platforms.py)

@@ -51,6 +51,34 @@ class GuardLowering:
                     return (base, inner.attr)
         return None
 
+    def state_guard(self, test, body) -> tuple | None:
+        """`if layer.state == State.INIT: layer.state = State.READY; ...`: an equality test of
+        an attribute against a constant (a literal, or a dotted name such as an enum member)
+        whose body stores another value in that attribute. The body runs on first use only,
+        as `if self._x is None: self._x = ...` does: the same lazy guard (base, attr)."""
+        if type(test) is not ast.Compare or len(test.ops) != 1 or type(test.ops[0]) is not ast.Eq:
+            return None
+        left, const = test.left, test.comparators[0]
+        if type(left) is not ast.Attribute or not _state_constant(const):
+            return None
+        base = _guard_base(left.value)
+        if not base:
+            return None
+        want = ast.dump(const)
+        for st in body:
+            for node in ast.walk(st):
+                if type(node) is ast.Assign:
+                    targets, value = node.targets, node.value
+                elif type(node) is ast.AnnAssign and node.value is not None:
+                    targets, value = [node.target], node.value
+                else:
+                    continue
+                for t in targets:
+                    if type(t) is ast.Attribute and t.attr == left.attr:
+                        if _ast_dotted(t.value) == base and ast.dump(value) != want:
+                            return (base, left.attr)
+        return None
+
     def else_lazy_guard(self, test, orelse) -> tuple | None:
         """The lazy guard of an `else` branch that initializes the attribute it tests: `if
         self._x is not None: ... else: self._x = <init>` (also `getattr(self, "_x", None) is
@@ -494,6 +522,14 @@ def _isinstance_test(test) -> tuple[str, str] | None:
                 if t:
                     return (x, t)
     return None
+
+
+def _state_constant(node) -> bool:
+    """A literal other than None, or a dotted name with at least one dot (`State.INIT`,
+    `mod.State.INIT`): what a state attribute is compared against."""
+    if type(node) is ast.Constant:
+        return node.value is not None
+    return type(node) is ast.Attribute and _ast_dotted(node) is not None
 
 
 def _is_none(node) -> bool:

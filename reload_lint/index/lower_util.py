@@ -382,7 +382,7 @@ def _bare_method(node, names: tuple):
 
 # Lowerings added after the libcst extractor (876de75): an `elif` test's flag terms, a
 # body-form `or` of flag terms as one compound term, `x.dtype != D` terms, a class's string
-# constants (`consts`), the record's none_buffers / nonpersistent_buffers and storage_asserts.
-# scripts/diff_extract.py turns them off to compare every other part of a record with that
+# constants (`consts`), the record's none_buffers / nonpersistent_buffers and storage_asserts,
+# a function's if-chain `branches`. scripts/diff_extract.py turns them off to compare every other part of a record with that
 # extractor.
 EXTENSIONS = True

@@ -369,3 +369,75 @@ def test_a_ranged_requirement_names_its_inclusive_upper_bound():
     spec, why = _ranged('Requires-Dist: vllm>=0.28; extra == "serve"\n')
     assert spec == "vllm==VERSION" and why == "a release in `vllm>=0.28`"
     assert _ranged("Requires-Dist: torch>=2.4\n") is None
+
+
+def _notes(err: str) -> tuple[list, list]:
+    lines = err.splitlines()
+    return (
+        [ln for ln in lines if "note:" in ln],
+        [ln for ln in lines if ln.startswith("reload-lint: contract ")],
+    )
+
+
+def test_contract_line_on_a_plain_run(tmp_path, monkeypatch, capsys):
+    # a package that subclasses nothing and imports no engine: still one contract line
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("RELOAD_LINT_CACHE", str(tmp_path / ".cache"))
+    _write(tmp_path, {"kern/__init__.py": "", "kern/ops.py": "import torch\n\nX = 1\n"})
+    code, _out, err = run_cli(capsys, "check", "kern", "--no-cache")
+    notes, contract = _notes(err)
+    assert code == 0 and notes == []
+    assert len(contract) == 1 and contract[0].startswith("reload-lint: contract vllm-layerwise: ")
+
+
+def test_note_for_a_lazy_engine_import(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("RELOAD_LINT_CACHE", str(tmp_path / ".cache"))
+    entry = """
+        def register():
+            from vllm.model_executor.layers.quantization import register_quantization_config
+
+            register_quantization_config("mine")(object)
+    """
+    _write(tmp_path, {"lazyq/__init__.py": entry})
+    code, _out, err = run_cli(capsys, "check", "lazyq", "--no-cache")
+    notes, contract = _notes(err)
+    assert code == 0 and len(notes) == 1 and len(contract) == 1
+    assert "imports vllm at lazyq/__init__.py:3 (inside a function)" in notes[0]
+    assert "--base vllm==VERSION" in notes[0]
+    # with the base given, no note
+    _base_tree(tmp_path / "vllm-src", layerwise=True)
+    code, _out, err = run_cli(capsys, "check", "lazyq", "--no-cache", "--base", "vllm-src")
+    assert _notes(err)[0] == []
+
+
+def test_note_for_a_derivative_requirement(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("RELOAD_LINT_CACHE", str(tmp_path / ".cache"))
+    meta = "Metadata-Version: 2.1\nName: dit-quant\nRequires-Dist: vllm-omni==0.24.*\n"
+    _write(tmp_path, {"dit_quant/__init__.py": "SUFFIXES = ('.w', '.s')\n"})
+    (tmp_path / "dit_quant-0.3.0.dist-info").mkdir()
+    (tmp_path / "dit_quant-0.3.0.dist-info" / "METADATA").write_text(meta)
+    code, _out, err = run_cli(capsys, "check", "dit_quant", "--no-cache")
+    notes, _contract = _notes(err)
+    assert code == 0 and len(notes) == 1
+    assert "requires `vllm-omni==0.24.*`, a distribution built on vllm" in notes[0]
+    assert "--base vllm==VERSION" in notes[0]
+
+
+def test_no_note_for_a_vllm_tree(tmp_path, monkeypatch, capsys):
+    # a vLLM tree (a fork repackaged) is its own base: the contract line, no note
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("RELOAD_LINT_CACHE", str(tmp_path / ".cache"))
+    _write(
+        tmp_path,
+        {
+            "vllm/__init__.py": "from vllm.engine import Engine\n",
+            "vllm/engine.py": "class Engine:\n    pass\n",
+            "vllm/model_executor/model_loader/__init__.py": "",
+        },
+    )
+    code, _out, err = run_cli(capsys, "check", "vllm", "--no-cache")
+    notes, contract = _notes(err)
+    assert code == 0 and notes == []
+    assert len(contract) == 1 and "contract vllm-load-weights" in contract[0]
