@@ -118,6 +118,12 @@ class CallMixin:
                         base = AV(V.VIEW, conf="medium", src=r.src, value=r.value or "?")
                         out = V.union(out, self.view_of(fr, base, meth, line))
                     return out
+                if not held and meth in T.VIEW_METHODS:
+                    # a view allocates nothing: its storage is its receiver's, and of a
+                    # receiver nothing here knows nothing can be said (a tensor it allocated is
+                    # reported where it is made, a registered one is not new storage)
+                    base = AV(V.VIEW, conf="low", src=self.render(func[1]), value="?")
+                    return self.view_of(fr, base, meth, line)
                 out = self._fresh(
                     fr,
                     line,

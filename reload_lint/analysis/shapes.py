@@ -30,6 +30,7 @@ from dataclasses import replace
 
 from reload_lint.analysis import values as V
 from reload_lint.index.lower_util import dotted
+from reload_lint.summaries import torchapi as T
 from reload_lint.summaries.torchapi import SHAPE_CHANGING
 
 # tensor methods that return a tensor of the receiver's shape (given no tensor argument that
@@ -137,7 +138,7 @@ def carry_shape_ops(out: tuple, *operands) -> tuple:
     steps: tuple = ()
     for vals in operands:
         for v in vals:
-            if v.kind == V.FRESH and shape_ops(v):
+            if v.kind == V.FRESH and (shape_ops(v) or data_shaped(v)):
                 steps += tuple(s for s in v.trace if s not in steps)
     if not steps:
         return out
@@ -147,6 +148,13 @@ def carry_shape_ops(out: tuple, *operands) -> tuple:
         else v
         for v in out
     )
+
+
+def data_shaped(v) -> bool:
+    """Whether `v`'s trace went through an op whose result's shape depends on the values of
+    its input (`nonzero`, `unique`, `masked_select`, ...), not only on the input's shape."""
+    notes = " ".join(s.note for s in v.trace)
+    return any(f"`{op}`" in notes or f"`.{op}()`" in notes for op in T.DATA_SHAPED)
 
 
 def shape_changing(v, holder_src: str = "") -> bool:

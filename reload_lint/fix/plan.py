@@ -169,17 +169,13 @@ def _shape_for(
             shapes.append(lambda: register.plan_buffer(store, single))
             shapes.append(lambda: keep.plan(store, ind))
             shapes.append(lambda: rebuilt.plan(store, ind, "value"))
-    elif rule == "RL106" and store.attr == "data" and f.contract == "vllm-layerwise":
-        # `layer.w.data = <new shape>`: re-register `w` through the tree's replace_parameter
-        # (copy when the shape still fits, else a new Parameter the copy-back keeps)
-        inner = Store(store.base, store.value)
-        if "." not in inner.target:
-            return "the `.data` store is not on an attribute"
-        shapes.append(
-            lambda: (
-                _replace(inner, single, fm, api)
-                or "the tree has no `replace_parameter` that takes `prefer_copy`"
-            )
+    elif rule == "RL106" and f.contract == "vllm-layerwise":
+        # reported there only for a shape that depends on the loaded values
+        # (analysis/contracts.py): another load gives another length, so neither a copy into
+        # the first storage nor a new Parameter the copy-back keeps can hold it
+        return (
+            "the swapped shape depends on the loaded values: no storage of one shape fits "
+            "every load (allocate the largest in create_weights and keep a count)"
         )
     elif rule in KEEP_RULES:
         # keep_object first: its helper copies tensor into tensor and walks an object's

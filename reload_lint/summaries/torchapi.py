@@ -119,6 +119,22 @@ SCALAR_ATTRS = frozenset(
     }
 )
 # Shape-changing ops that make a `.data =` swap move storage under the vLLM contract.
+# ops whose result's shape depends on the input's values (the size of a selection)
+DATA_SHAPED = frozenset(
+    {
+        "nonzero",
+        "torch.nonzero",
+        "argwhere",
+        "torch.argwhere",
+        "masked_select",
+        "torch.masked_select",
+        "unique",
+        "torch.unique",
+        "unique_consecutive",
+        "torch.unique_consecutive",
+        "nonzero_static",
+    }
+)
 SHAPE_CHANGING = frozenset(
     {
         "torch.nn.functional.pad",

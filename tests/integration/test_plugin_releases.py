@@ -65,3 +65,16 @@ def test_ascend_follows_its_worker_layerwise_reload(monkeypatch, capsys):
     assert "vllm_ascend/worker/worker.py:" in err
     # registered-Parameter rebinds are copied back under layerwise: no RL109 there
     assert not [f for f in found if f["rule"] == "RL109"]
+    got = {(f["path"], f["target"]) for f in found}
+    sfa, mla = "vllm_ascend/attention/sfa_v1.py", "vllm_ascend/attention/mla_v1.py"
+    # `self.o_proj.weight.detach()` is a view of the projection's registered weight, whatever
+    # class the impl was handed (sfa_v1.py:1112): no new storage
+    assert (sfa, "self.o_proj_tp_weight") not in got
+    # a reshape of a transposed view copies (mla_v1.py:1095-1096) and the W8A8SC scales are
+    # new plain attributes every pass (w8a8sc.py:96-98): still reported
+    assert (mla, "self.weight_uq_qr_scale") in got
+    assert ("vllm_ascend/_310p/quantization/methods/w8a8sc.py", "layer.aclnn_input_offset") in got
+    # `.data =` swaps to shapes made from the checkpoint's (a reshape to groups, a TP slice):
+    # copy-back writes each pass's result into the first pass's storage (fp8.py:70,
+    # w4a4_mxfp4_flatquant.py:168)
+    assert not [f for f in found if f["rule"] == "RL106"]

@@ -1,6 +1,7 @@
 """Shape arithmetic for `.data =` swaps (analysis/shapes.py, index/lower_sizes.py): a swap to
 new storage whose shape provably equals the parameter's is not shape-changing under the
-layerwise contract (copy-back copies it into the registered storage), however it got there:
+`vllm-load-weights` contract (the next `load_weights` copies the checkpoint into it), however
+it got there:
 padded then sliced back, reshaped to the parameter's own shape, then made contiguous or
 scaled. Anything the arithmetic cannot prove stays RL106: a pad never sliced back, a slice
 by another amount or on another dimension, an amount that may be zero or is rebound, a
@@ -110,7 +111,7 @@ class ReshapingWeights:
 """
 
 
-def _rl106(tmp_path, src: str, contract: str = "vllm-layerwise") -> set[str]:
+def _rl106(tmp_path, src: str, contract: str = "vllm-load-weights") -> set[str]:
     res = check_files(tmp_path, {"pkg/__init__.py": "", "pkg/m.py": src}, contract=contract)
     return {f.target for f in res.findings if f.rule == "RL106"}
 
