@@ -4,9 +4,9 @@ and the callable reads it from the layer each time it runs (after a reload: the 
 storage, which copy-back refreshed).
 
     layer.register_buffer("act_perm_perm", perm)
-    self.act_perm = lambda x: x[:, getattr(layer, "act_perm_perm")]
+    self.act_perm = lambda x: x[:, layer.act_perm_perm]
     self.act_perm = lambda *args, **kwargs: ops.permute_cols(
-        *args, perm=getattr(layer, "act_perm_perm"), **kwargs)
+        *args, perm=layer.act_perm_perm, **kwargs)
 
 Applicability `unsafe`: the layer gains a buffer and the callable keeps the layer alive.
 """
@@ -101,10 +101,10 @@ def plan(target: str, value_src: str, captured: list[str], layer: str) -> Plan |
     def buf(c: str) -> str:
         return f"{attr.lstrip('_')}_{c}"
 
-    # `getattr(layer, "name")`: read when the callable runs (spelled as a call, the way the
-    # analysis reads a lambda's body: an attribute it would take as captured at definition)
+    # `layer.name`: read from the layer each time the callable runs (a lambda's body is
+    # evaluated then; a partial is rewritten as such a lambda)
     def read(c: str) -> str:
-        return f'getattr({layer}, "{buf(c)}")'
+        return f"{layer}.{buf(c)}"
 
     if isinstance(value, cst.Lambda):
         src = module.code_for_node(value)

@@ -249,6 +249,53 @@ class FileModel:
                         return "." * st.level + (st.module or "")
         return None
 
+    def import_at(self, line: str) -> int:
+        """Where the new top-level import `line` goes, as isort (ruff's I001) orders it: among
+        the `from P... import` statements of its own top package P before the first def or
+        class, before the first whose module sorts after its own (case-insensitive), else
+        after the last of them; `import_end()` when the file has none or `line` is a plain
+        `import`."""
+        words = line.split()
+        if len(words) < 4 or words[0] != "from" or words[2] != "import":
+            return self.import_end()
+        mod = words[1]
+        top = mod.split(".")[0]
+        key = mod.lower()
+        after = 0
+        for st in self.tree.body:
+            if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                break
+            if not isinstance(st, ast.ImportFrom) or st.level or not st.module:
+                continue
+            if st.module.split(".")[0] != top:
+                continue
+            if st.module.lower() > key:
+                return st.lineno - 1
+            after = st.end_lineno or st.lineno
+        return after or self.import_end()
+
+    def import_section_break(self, line: str) -> bool:
+        """Whether the new `from P... import` line starts a section of its own (isort puts a
+        blank line between sections): no top-level import of its package P is there, and the
+        line it goes after is another import."""
+        words = line.split()
+        if len(words) < 4 or words[0] != "from":
+            return False
+        top = words[1].split(".")[0]
+        last = None
+        for st in self.tree.body:
+            if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                break
+            if isinstance(st, ast.ImportFrom) and not st.level and st.module:
+                if st.module.split(".")[0] == top:
+                    return False
+                last = st
+            elif isinstance(st, ast.Import):
+                if any(a.name.split(".")[0] == top for a in st.names):
+                    return False
+                last = st
+        return last is not None and (last.end_lineno or last.lineno) == self.import_end()
+
     def import_end(self) -> int:
         """The line after which a new top-level import goes (0: the file's start, after a
         docstring and `from __future__` when there is no import)."""

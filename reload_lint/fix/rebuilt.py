@@ -7,7 +7,7 @@ values. State the kept object built lazily on its first forward (a permute scrat
     moe_kernel = make_fp8_moe_kernel(...)
     if getattr(self, "moe_kernel", None) is not None:
         _copy_into_kept(self.moe_kernel, moe_kernel)
-    if getattr(self, "moe_kernel", None) is None:
+    else:
         self.moe_kernel = moe_kernel
 
 `_copy_into_kept` is added once at the end of the module (vLLM has no such helper; the runner's
@@ -59,7 +59,7 @@ def plan(store: Store, ind: str, what: str) -> Plan:
     code = (
         f'if getattr({b}, "{a}", None) is not None:\n'
         f"{ind}{HELPER}({t}, {v})\n"
-        f'if getattr({b}, "{a}", None) is None:\n'
+        f"else:\n"
         f"{ind}{t} = {v}\n"
     )
     return Plan(

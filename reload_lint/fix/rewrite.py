@@ -138,11 +138,19 @@ def apply_edits(
         for src in helpers:
             text = "\n\n" + src.strip("\n") + "\n"
             lines.extend(_unit(ln, fm.indent) for ln in text.splitlines(keepends=True))
+    added = 0  # lines the imports add above every edited statement
     if imports:
-        at = fm.import_end()
-        lines[at:at] = imports
+        # each where isort puts it (fm.import_at), the lowest first so the places above stay
+        for line, at in sorted(
+            ((ln, fm.import_at(ln)) for ln in imports),
+            key=lambda p: (p[1], p[0].lower()),
+            reverse=True,
+        ):
+            new = ["\n", line] if fm.import_section_break(line) else [line]
+            lines[at:at] = new
+            added += len(new)
     if spans is not None:
-        shift = len(imports)
+        shift = added
         for site, _code, _around, ed in sorted(units, key=lambda u: u[0].first_line):
             first = site.first_line + shift
             last = first + sizes[id(site)] - 1

@@ -15,7 +15,7 @@ class Experts:
         w_mma = to_mma(layer.w13_weight)
         if getattr(self, "w_mma", None) is not None:
             _copy_into_kept(self.w_mma, w_mma)
-        if getattr(self, "w_mma", None) is None:
+        else:
             self.w_mma = w_mma
 
     def apply(self, x: torch.Tensor) -> torch.Tensor:
@@ -35,7 +35,7 @@ class Method:
         kernel = Kernel(Experts(4))
         if getattr(self, "kernel", None) is not None:
             _copy_into_kept(self.kernel, kernel)
-        if getattr(self, "kernel", None) is None:
+        else:
             self.kernel = kernel
         self.kernel.experts.process_weights_after_loading(layer)
 

@@ -10,11 +10,11 @@ class ReorderKernel:
         if self.config.reorder:
             order = torch.argsort(layer.g_idx).to(torch.int)
             layer.register_buffer("reorder_order", order)
-            self.reorder = lambda x: x[:, getattr(layer, "reorder_order")]
+            self.reorder = lambda x: x[:, layer.reorder_order]
             if self.config.fast_gather:
                 layer.register_buffer("reorder_order", order)
                 self.reorder = lambda *args, **kwargs: gather_cols(
-                    *args, order=getattr(layer, "reorder_order"), **kwargs
+                    *args, order=layer.reorder_order, **kwargs
                 )
 
     def apply_weights(self, layer, x):

@@ -20,12 +20,12 @@ class MoEMethod:
         moe_quant_config = QuantConfig(layer.w13_scale)
         if getattr(self, "moe_quant_config", None) is not None:
             _copy_into_kept(self.moe_quant_config, moe_quant_config)
-        if getattr(self, "moe_quant_config", None) is None:
+        else:
             self.moe_quant_config = moe_quant_config
         moe_kernel = Kernel(self.moe_quant_config)
         if getattr(self, "moe_kernel", None) is not None:
             _copy_into_kept(self.moe_kernel, moe_kernel)
-        if getattr(self, "moe_kernel", None) is None:
+        else:
             self.moe_kernel = moe_kernel
 
     def apply(self, layer, x):

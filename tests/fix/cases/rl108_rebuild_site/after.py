@@ -20,7 +20,7 @@ class MoEMethod:
         experts = Experts(4)
         if getattr(self, "experts", None) is not None:
             _copy_into_kept(self.experts, experts)
-        if getattr(self, "experts", None) is None:
+        else:
             self.experts = experts
 
     def apply(self, layer, x):

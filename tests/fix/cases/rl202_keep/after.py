@@ -6,7 +6,7 @@ class W8A8LikeMethod:
         in_scale = layer.input_scale.clone()
         if getattr(self, "in_scale", None) is not None:
             _copy_into_kept(self.in_scale, in_scale)
-        if getattr(self, "in_scale", None) is None:
+        else:
             self.in_scale = in_scale
         delattr(layer, "input_scale")
 
