@@ -1,3 +1,3 @@
 """reload-lint: find tensors that escape weight-reload copy-back and break captured CUDA graphs."""
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"
