@@ -99,8 +99,18 @@ def test_fix_keeps_the_owner_at_unreported_rebuild_sites(tmp_path, monkeypatch, 
     code, out, err = run_cli(capsys, "check", "pkg", "--no-cache", "--fix", "--unsafe-fixes")
     assert "Found 1 finding (1 fixed, 0 remaining, 0 new)." in out, out + err
     text = (tmp_path / "pkg" / "methods.py").read_text()
-    assert 'if getattr(self, "experts", None) is None:\n            self.experts = experts' in text
-    assert 'if getattr(self, "kernel", None) is None:\n            self.kernel = kernel' in text
+    assert (
+        'if getattr(self, "experts", None) is not None:\n'
+        "            _copy_into_kept(self.experts, experts)\n"
+        "        else:\n"
+        "            self.experts = experts"
+    ) in text
+    assert (
+        'if getattr(self, "kernel", None) is not None:\n'
+        "            _copy_into_kept(self.kernel, kernel)\n"
+        "        else:\n"
+        "            self.kernel = kernel"
+    ) in text
     # the plain re-audit says the same
     code, out, err = run_cli(capsys, "check", "pkg", "--no-cache")
     assert "Found 0 findings" in out or "All checks passed" in out or code == 0, out + err
