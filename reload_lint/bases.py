@@ -153,37 +153,48 @@ def _ranged(text: str) -> tuple[str, str] | None:
     return f"{pkg}==VERSION", f"a release in `{pkg}{body}`"
 
 
+def _wheel_dirs(paths):
+    """Each audited folder and the three folders above it (where an unzipped wheel keeps its
+    `*.dist-info`), as they exist."""
+    for p in paths:
+        p = Path(p).resolve()
+        for d in [p, *list(p.parents)[:3]]:
+            if d.is_dir():
+                yield d
+
+
+def _metadata_in(d: Path):
+    """(path, text) of each readable `*.dist-info/METADATA` in folder `d`, sorted."""
+    for meta in sorted(d.glob("*.dist-info/METADATA")):
+        try:
+            yield meta, meta.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+
+
 def suggest(paths, texts) -> tuple[str, str] | None:
     """(spec, where it comes from) for the base an audited package names, or None.
 
     In order: a `Requires-Dist: vllm==X` in a `*.dist-info/METADATA` beside the audited
     folders (an unzipped wheel), a `"vllm==X"` in a `pyproject.toml` at or above them, and
     the version most often tested by a `vllm_version_is("X")` gate in the audited texts."""
-    for p in paths:
-        p = Path(p).resolve()
-        for d in [p, *list(p.parents)[:3]]:
-            if not d.is_dir():
+    for d in _wheel_dirs(paths):
+        for meta, text in _metadata_in(d):
+            m = _REQ.search(text)
+            if m:
+                return f"{m.group(1)}=={m.group(2).split('+', 1)[0]}", f"{meta}"
+            got = _ranged(text)
+            if got is not None:
+                return got[0], f"{meta} ({got[1]})"
+        pp = d / "pyproject.toml"
+        if pp.is_file():
+            try:
+                text = pp.read_text(encoding="utf-8", errors="replace")
+            except OSError:
                 continue
-            for meta in sorted(d.glob("*.dist-info/METADATA")):
-                try:
-                    text = meta.read_text(encoding="utf-8", errors="replace")
-                except OSError:
-                    continue
-                m = _REQ.search(text)
-                if m:
-                    return f"{m.group(1)}=={m.group(2).split('+', 1)[0]}", f"{meta}"
-                got = _ranged(text)
-                if got is not None:
-                    return got[0], f"{meta} ({got[1]})"
-            pp = d / "pyproject.toml"
-            if pp.is_file():
-                try:
-                    text = pp.read_text(encoding="utf-8", errors="replace")
-                except OSError:
-                    continue
-                m = _PYPROJECT_REQ.search(text)
-                if m:
-                    return f"{m.group(1)}=={m.group(2).split('+', 1)[0]}", f"{pp}"
+            m = _PYPROJECT_REQ.search(text)
+            if m:
+                return f"{m.group(1)}=={m.group(2).split('+', 1)[0]}", f"{pp}"
     gates: Counter = Counter()
     where: dict[str, str] = {}
     for rel, text in texts:
@@ -233,19 +244,11 @@ _ANY_IMPORT = re.compile(
 def derived_requirement(paths) -> tuple[str, str] | None:
     """(requirement, METADATA path) of a `Requires-Dist` on a vLLM / SGLang derivative in a
     `*.dist-info/METADATA` beside the audited folders (an unzipped wheel)."""
-    for p in paths:
-        p = Path(p).resolve()
-        for d in [p, *list(p.parents)[:3]]:
-            if not d.is_dir():
-                continue
-            for meta in sorted(d.glob("*.dist-info/METADATA")):
-                try:
-                    text = meta.read_text(encoding="utf-8", errors="replace")
-                except OSError:
-                    continue
-                m = _DERIVED_REQ.search(text)
-                if m:
-                    return (m.group(1) + (m.group(2) or "").strip(), str(meta))
+    for d in _wheel_dirs(paths):
+        for meta, text in _metadata_in(d):
+            m = _DERIVED_REQ.search(text)
+            if m:
+                return (m.group(1) + (m.group(2) or "").strip(), str(meta))
     return None
 
 
