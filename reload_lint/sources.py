@@ -390,9 +390,11 @@ def _unpack(archive: _Archive, package: str, version: str, dist, tmp: Path, prog
         else:
             meta = [(r, n) for r, n in files.items() if r.endswith(".dist-info/METADATA")]
             meta = [(r, n) for r, n in meta if r.count("/") == 1]
-    progress.start(f"unpacking {archive.path.name}:", len(picked) + len(meta))
+    order = {n: i for i, n in enumerate(files.values())}  # one forward pass over a .tar.gz
+    members = sorted(picked + meta, key=lambda m: order[m[1]])
+    progress.start(f"unpacking {archive.path.name}:", len(members))
     root = tmp.resolve()
-    for rel, name in picked + meta:
+    for rel, name in members:
         target = tmp / rel
         if root not in target.resolve().parents:  # belt and braces over _unsafe
             raise SourceError(f"refusing to unpack {archive.path.name}: member {name!r}")
