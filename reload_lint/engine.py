@@ -414,6 +414,7 @@ def _run_check(
         if use_cache and explain is None:
             store.put_result(run_key, (findings, store_errors, suppressions))
             store.put_deps_result(deps_key, (findings, store_errors, suppressions), reads)
+    findings = _drop_never_read(findings, store, [*files, *lib], explained)
     if only_paths:
         store_errors = [*store_errors, *_named_errors(store, files, only_paths, store_errors)]
     store.save()
@@ -730,15 +731,18 @@ class _Texts:
 
 
 CONTRACT_NAMES = CONTRACT_CHOICES[1:]  # analysis/contracts.py's, without importing it
-_FACTS_VERSION = "8"
-_NO_FACTS = (False, False, False, (), False, False)
+_FACTS_VERSION = "9"
+_NO_FACTS = (False, False, False, (), False, False, frozenset(), ())
 
 
 def _text_facts(text: str, roots) -> tuple:
     """What the run needs to know about a file before parsing anything, cached per file in
     the file table: (mentions a root name, has a suppression marker, has a first-use cache
     (_LAZY_CACHE_RE), simple base names of the classes it declares, asserts a `data_ptr()`
-    equality (_ALIAS_ASSERT_RE: analysis/externals.py))."""
+    equality (_ALIAS_ASSERT_RE: analysis/externals.py), keys a cache on a storage address,
+    its `.name` / quoted-name tokens and dynamic attribute-name fragments (analysis/unread.py))."""
+    from reload_lint.analysis.unread import dynamic_fragments, name_tokens
+
     global _CLASS_RE
     if _CLASS_RE is None:
         import re
@@ -758,7 +762,27 @@ def _text_facts(text: str, roots) -> tuple:
         tuple(bases),
         "data_ptr()" in text and bool(_ALIAS_ASSERT_RE.search(text)),
         _addr_keyed(text),
+        name_tokens(text),
+        dynamic_fragments(text),
     )
+
+
+def _drop_never_read(findings, store, files, explained):
+    """Findings whose attribute nothing in the tree or its base reads (analysis/unread.py);
+    run on every run, after the whole-run cache, so it sees every file's current text."""
+    from reload_lint.analysis.unread import drop_never_read
+
+    facts = [(sf.rel, store.facts(sf) or _NO_FACTS) for sf in files]
+    fragments = frozenset(fr for _rel, fx in facts for fr in fx[7])
+    kept, dropped = drop_never_read(
+        findings,
+        lambda: ((rel, fx[6]) for rel, fx in facts),
+        fragments,
+        store.text_of,
+    )
+    if explained is not None and dropped:
+        explained.setdefault("dropped", {}).update(dropped)
+    return kept
 
 
 def _addr_keyed(text: str) -> bool:
