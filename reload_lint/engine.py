@@ -414,7 +414,11 @@ def _run_check(
         if use_cache and explain is None:
             store.put_result(run_key, (findings, store_errors, suppressions))
             store.put_deps_result(deps_key, (findings, store_errors, suppressions), reads)
-    findings = _drop_never_read(findings, store, [*files, *lib], explained)
+    if lib or detect_codebase(files) is not None:
+        # the whole program is in view (a release tree, or a package with the vLLM it runs
+        # on): a name nothing in it reads is read by nothing. A package audited alone is not:
+        # the engine that drives it may read its attributes by name.
+        findings = _drop_never_read(findings, store, [*files, *lib], explained)
     if only_paths:
         store_errors = [*store_errors, *_named_errors(store, files, only_paths, store_errors)]
     store.save()
@@ -740,8 +744,8 @@ def _text_facts(text: str, roots) -> tuple:
     the file table: (mentions a root name, has a suppression marker, has a first-use cache
     (_LAZY_CACHE_RE), simple base names of the classes it declares, asserts a `data_ptr()`
     equality (_ALIAS_ASSERT_RE: analysis/externals.py), keys a cache on a storage address,
-    its `.name` / quoted-name tokens and dynamic attribute-name fragments (analysis/unread.py))."""
-    from reload_lint.analysis.unread import dynamic_fragments, name_tokens
+    its `.name` / quoted-name tokens and dynamic attribute-name fragments (reload_lint/unread.py))."""
+    from reload_lint.unread import dynamic_fragments, name_tokens
 
     global _CLASS_RE
     if _CLASS_RE is None:
@@ -768,9 +772,9 @@ def _text_facts(text: str, roots) -> tuple:
 
 
 def _drop_never_read(findings, store, files, explained):
-    """Findings whose attribute nothing in the tree or its base reads (analysis/unread.py);
+    """Findings whose attribute nothing in the tree or its base reads (reload_lint/unread.py);
     run on every run, after the whole-run cache, so it sees every file's current text."""
-    from reload_lint.analysis.unread import drop_never_read
+    from reload_lint.unread import drop_never_read
 
     facts = [(sf.rel, store.facts(sf) or _NO_FACTS) for sf in files]
     fragments = frozenset(fr for _rel, fx in facts for fr in fx[7])

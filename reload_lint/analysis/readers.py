@@ -492,6 +492,7 @@ class ReaderMixin(CallGraphMixin):
                     del self.findings[key]
                     continue
                 fd.confidence = V.lower(fd.confidence)
+                fd.apply_paths_searched = any(self._entries(ck) for ck in owners)
                 fd.trace.append(
                     TraceStep(fd.path, fd.line, "no apply-time read of this attribute found")
                 )

@@ -273,7 +273,7 @@ def patched_post_load(self, layer):
 
 
 def patched_apply(self, layer, x):
-    return x @ self.w_t
+    return x @ self.w_t + self.ws[:1]
 
 
 def assigned_post_load(self, layer):

@@ -284,11 +284,6 @@ def test_high_confidence_needs_an_unconditional_store_and_a_reader(tmp_path):
 
             def apply_weights(self, layer, x):
                 return x + self.ws + self.buf + ext.run(self, x)
-
-
-        def stats(kernel):
-            # the name is read in the tree (analysis/unread.py keeps the finding)
-            return kernel.unread.sum()
         """,
     }
     found = _by_target(_run(tmp_path, files))

@@ -1,4 +1,4 @@
-"""Never-read stores (analysis/unread.py): a post-load store whose attribute nothing in the tree
+"""Never-read stores (reload_lint/unread.py): a post-load store whose attribute nothing in the tree
 or its base reads is not a finding; any read of the name (an attribute load, the name as a
 string, a dynamically built name that could be it) keeps it, and the check sees edits of other
 files through the cache."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from _engine_util import check_files, write_files
 
-from reload_lint.analysis.unread import dynamic_fragments, name_tokens, target_attr
+from reload_lint.unread import dynamic_fragments, name_tokens, target_attr
 from reload_lint.config import Config
 from reload_lint.engine import run_check
 
@@ -34,8 +34,14 @@ def _targets(res):
     return {f.target for f in res.findings}
 
 
-def test_a_store_nothing_reads_is_not_reported(tmp_path):
+def test_a_package_audited_alone_keeps_it(tmp_path):
+    # the engine that drives the package is not in view: it may read the name
     res = check_files(tmp_path, {"pkg/__init__.py": "", "pkg/quant.py": QUANT})
+    assert {"layer.w_t", "layer.w_fp32"} <= _targets(res)
+
+
+def test_a_store_nothing_reads_is_not_reported(tmp_path):
+    res = check_files(tmp_path, {"vllm/__init__.py": "", "vllm/quant.py": QUANT})
     got = _targets(res)
     assert "layer.w_t" in got  # read by apply
     assert "layer.w_fp32" not in got
@@ -52,7 +58,7 @@ def test_any_read_of_the_name_keeps_it(tmp_path):
     }
     for name, text in reads.items():
         root = tmp_path / name
-        res = check_files(root, {"pkg/__init__.py": "", "pkg/quant.py": QUANT, "pkg/fwd.py": text})
+        res = check_files(root, {"vllm/__init__.py": "", "vllm/quant.py": QUANT, "vllm/fwd.py": text})
         assert "layer.w_fp32" in _targets(res), name
 
 
@@ -63,21 +69,21 @@ def test_a_store_or_a_longer_name_is_not_a_read(tmp_path):
         "    layer.w_fp32x = 1\n"
         "    return layer.w_fp32_scale\n"
     )
-    res = check_files(tmp_path, {"pkg/__init__.py": "", "pkg/quant.py": QUANT, "pkg/o.py": other})
+    res = check_files(tmp_path, {"vllm/__init__.py": "", "vllm/quant.py": QUANT, "vllm/o.py": other})
     assert "layer.w_fp32" not in _targets(res)
 
 
 def test_explain_names_the_reason(tmp_path, capsys):
     from _cli_util import run_cli
 
-    write_files(tmp_path, {"pkg/__init__.py": "", "pkg/quant.py": QUANT})
+    write_files(tmp_path, {"vllm/__init__.py": "", "vllm/quant.py": QUANT})
     line = next(i for i, t in enumerate(QUANT.splitlines(), 1) if "w_fp32 =" in t)
     import os
 
     cwd = os.getcwd()
     os.chdir(tmp_path)
     try:
-        code, out, err = run_cli(capsys, "explain", f"pkg/quant.py:{line}")
+        code, out, err = run_cli(capsys, "explain", f"vllm/quant.py:{line}")
     finally:
         os.chdir(cwd)
     assert "never read" in out, out + err
@@ -86,17 +92,17 @@ def test_explain_names_the_reason(tmp_path, capsys):
 def test_an_edit_elsewhere_that_adds_the_only_read_is_seen_through_the_cache(tmp_path):
     cache = tmp_path / "cache"
     root = tmp_path / "proj"
-    write_files(root, {"pkg/__init__.py": "", "pkg/quant.py": QUANT, "pkg/fwd.py": "X = 1\n"})
+    write_files(root, {"vllm/__init__.py": "", "vllm/quant.py": QUANT, "vllm/fwd.py": "X = 1\n"})
 
     def run(use_cache=True):
         return run_check([root], Config(), base_dir=root, use_cache=use_cache, cache_dir=cache)
 
     assert "layer.w_fp32" not in _targets(run())
-    (root / "pkg/fwd.py").write_text("def fwd(layer, x):\n    return x @ layer.w_fp32\n")
+    (root / "vllm/fwd.py").write_text("def fwd(layer, x):\n    return x @ layer.w_fp32\n")
     warm = run()
     assert "layer.w_fp32" in _targets(warm)
     assert [f.to_json() for f in warm.findings] == [f.to_json() for f in run(False).findings]
-    (root / "pkg/fwd.py").write_text("X = 2\n")
+    (root / "vllm/fwd.py").write_text("X = 2\n")
     assert "layer.w_fp32" not in _targets(run())
 
 

@@ -10,7 +10,9 @@ A captured forward reads a stored tensor by the attribute's name: `layer.w_fp32`
 nowhere in the tree or its base except as the target of a store, no forward can read it, and
 the storage moving on a reload is harmless. The check is textual and conservative:
 
-- a candidate is a finding with no apply-time reader found (`reader` empty) whose rule is about
+- a candidate is a finding with no apply-time reader found (`reader` empty) although the
+  search walked apply/forward paths of the store's family (`apply_paths_searched`: a tree
+  that shows no forward at all says nothing of what reads it), whose rule is about
   a store (not a `.data` swap, a registration or a load-undone transform: those are registered
   tensors, read through the module's parameter tables), with every folded store (`also`)
   a candidate too;
@@ -19,6 +21,10 @@ the storage moving on a reload is harmless. The check is textual and conservativ
   name dynamically (`getattr`, `attrgetter`, `__dict__`, `vars`), a literal fragment of three or
   more characters that the name contains (`f"{p}_scale"` may be `w13_scale`);
 - comments and docstrings count too (a read the scan cannot tell from text is kept).
+
+It applies only where the whole program is in view: a release tree (vLLM's or SGLang's own
+sources) or a package audited with the vLLM it runs on (`--base`). A package audited alone is
+not: the engine that drives it may read its attributes by name.
 
 This runs after the analysis and after the whole-run cache, on every run, so an edit anywhere
 that adds (or removes) the only read of a name is seen without invalidating the analysis.
@@ -98,6 +104,8 @@ def drop_never_read(findings: list, tokens_of, fragments, text_of) -> tuple[list
     for i, f in enumerate(findings):
         if f.rule in _REGISTERED_RULES or f.rule.startswith("RL9") or f.reader:
             continue
+        if not getattr(f, "apply_paths_searched", False):
+            continue  # no forward path of its family was seen: nothing to go by
         attrs = [target_attr(f.target)]
         for a in getattr(f, "also", None) or ():
             attrs.append(
