@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from _engine_util import check_files, write_files
 
-from reload_lint.unread import dynamic_fragments, name_tokens, target_attr
 from reload_lint.config import Config
 from reload_lint.engine import run_check
+from reload_lint.unread import dynamic_fragments, name_tokens, target_attr
 
 QUANT = """
 import torch
