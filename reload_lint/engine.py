@@ -324,6 +324,18 @@ def _run_check(
     contract_why = "configured (`contract` in [tool.reload-lint] or `--contract`)"
     if contract_name == "auto":
         contract_name, contract_why = choose_contract(files, bases)
+    # a CPU-only build of the audited distribution (its metadata): no captured graph reads
+    # anything a reload moves, so every post-load path is a no-graphs scope
+    from reload_lint.bases import cpu_build
+
+    cpu = cpu_build(paths, {sf.rel.split("/", 1)[0] for sf in files if "/" in sf.rel})
+    build_scopes = ()
+    if cpu:
+        from reload_lint.analysis.pathfacts import Scope
+
+        why = f"the audited build captures no CUDA graphs: {cpu}"
+        build_scopes = (Scope("*", "no-graphs", why),)
+        contract_why += f"; {why}"
     if contract_name not in CONTRACT_NAMES:
         raise ReloadLintError(
             f"unknown reload contract `{contract_name}` (known: {', '.join(CONTRACT_NAMES)})"
@@ -363,6 +375,7 @@ def _run_check(
         tree=base_dir.resolve(),
         progress=progress,
     )
+    store.keyed_facts = _KEYED_FACTS
     store.scan(lambda text: _text_facts(text, roots), f"{_FACTS_VERSION}\x1f{roots!r}")
     # what the tree's own reload code does (a vLLM tree or a base: read from it; else the newest),
     # kept in the pack with the hashes of the files it was read from
@@ -376,7 +389,8 @@ def _run_check(
         # their results; the named files' own parse errors are added below
         key_parts = (
             _config_key(cfg),
-            f"{contract_name}\x1f{facts.key()}\x1f{','.join(b.prefix for b in bases)}",
+            f"{contract_name}\x1f{facts.key()}\x1f{','.join(b.prefix for b in bases)}"
+            + (f"\x1f{cpu}" if cpu else ""),
         )
         run_key = store.run_key(*key_parts)
         cached = store.get_result(run_key)
@@ -408,6 +422,7 @@ def _run_check(
             reads,
             explain=(explain, explained) if explain is not None else None,
             inherit=bool(bases),
+            scopes=build_scopes,
         )
         store_errors = errors[n_discover:]
         suppressions = _suppressions(store, files)
@@ -560,7 +575,17 @@ def _named_errors(store, files, only_paths: set[str], have: list[FileError]) -> 
 
 
 def _analyse(
-    store, files, views, cfg, roots, contract_for, progress, reads=None, explain=None, inherit=False
+    store,
+    files,
+    views,
+    cfg,
+    roots,
+    contract_for,
+    progress,
+    reads=None,
+    explain=None,
+    inherit=False,
+    scopes=(),
 ):
     """Index + analysis (a whole-run cache miss): findings selected, sorted, fingerprinted.
     `inherit` (a run with `--base`): the audited classes are looked at for post-load roots
@@ -599,7 +624,11 @@ def _analyse(
                 reads=reads,
             )
             analyzer = Analyzer(
-                index, roots, cfg.all_apply_names(), contract_for, scopes=config_scopes(cfg)
+                index,
+                roots,
+                cfg.all_apply_names(),
+                contract_for,
+                scopes=config_scopes(cfg) + tuple(scopes),
             )
             if explain is not None:
                 analyzer.explaining = explain[0]
@@ -735,8 +764,11 @@ class _Texts:
 
 
 CONTRACT_NAMES = CONTRACT_CHOICES[1:]  # analysis/contracts.py's, without importing it
-_FACTS_VERSION = "9"
-_NO_FACTS = (False, False, False, (), False, False, frozenset(), ())
+_FACTS_VERSION = "10"
+_NO_FACTS = (False, False, False, (), False, False, (), ())
+# the text facts the analysis reads (the early-cutoff key holds these); the rest (name tokens,
+# dynamic-name fragments) feed the never-read pass, which runs on every run
+_KEYED_FACTS = 6
 
 
 def _text_facts(text: str, roots) -> tuple:

@@ -32,6 +32,7 @@ that adds (or removes) the only read of a name is seen without invalidating the 
 
 from __future__ import annotations
 
+import bisect
 import re
 import sys
 
@@ -45,13 +46,18 @@ _FMT_RE = re.compile(r"""(["'])([^"'\n]*(?:%s|%d|\{\w*\})[^"'\n]*)\1""")
 _REGISTERED_RULES = frozenset({"RL106", "RL109", "RL203"})
 
 
-def name_tokens(text: str) -> frozenset:
-    """The file's `.name` / quoted-name tokens, without the leading punctuation or blanks
-    (interned: the file table pickles each distinct name once)."""
+def name_tokens(text: str) -> tuple:
+    """The file's `.name` / quoted-name tokens, without the leading punctuation or blanks,
+    sorted (a stable value in the file table) and interned (pickled once per distinct name)."""
     out = set()
     for t in TOKEN_RE.findall(text):
         out.add(sys.intern(t[1:].lstrip(" \t")))
-    return frozenset(out)
+    return tuple(sorted(out))
+
+
+def _has(tokens: tuple, name: str) -> bool:
+    i = bisect.bisect_left(tokens, name)
+    return i < len(tokens) and tokens[i] == name
 
 
 def dynamic_fragments(text: str) -> tuple:
@@ -120,8 +126,9 @@ def drop_never_read(findings: list, tokens_of, fragments, text_of) -> tuple[list
     suspects: dict[str, list[str]] = {a: [] for a in wanted}
     if wanted:
         for rel, toks in tokens_of():
-            for a in wanted & toks:
-                suspects[a].append(rel)
+            for a in wanted:
+                if _has(toks, a):
+                    suspects[a].append(rel)
     read: set[str] = set(a for attrs in cands.values() for a in attrs) - wanted
     for a, rels in suspects.items():
         rx = _read_re(a)

@@ -58,7 +58,9 @@ def test_any_read_of_the_name_keeps_it(tmp_path):
     }
     for name, text in reads.items():
         root = tmp_path / name
-        res = check_files(root, {"vllm/__init__.py": "", "vllm/quant.py": QUANT, "vllm/fwd.py": text})
+        res = check_files(
+            root, {"vllm/__init__.py": "", "vllm/quant.py": QUANT, "vllm/fwd.py": text}
+        )
         assert "layer.w_fp32" in _targets(res), name
 
 
@@ -69,7 +71,9 @@ def test_a_store_or_a_longer_name_is_not_a_read(tmp_path):
         "    layer.w_fp32x = 1\n"
         "    return layer.w_fp32_scale\n"
     )
-    res = check_files(tmp_path, {"vllm/__init__.py": "", "vllm/quant.py": QUANT, "vllm/o.py": other})
+    res = check_files(
+        tmp_path, {"vllm/__init__.py": "", "vllm/quant.py": QUANT, "vllm/o.py": other}
+    )
     assert "layer.w_fp32" not in _targets(res)
 
 
@@ -109,7 +113,7 @@ def test_an_edit_elsewhere_that_adds_the_only_read_is_seen_through_the_cache(tmp
 def test_tokens_and_fragments():
     text = "a.b = 1\nx = y .  c\ns = 'd_e'\nz = getattr(m, f'{p}_scale_inv' + 'ab')\n"
     toks = name_tokens(text)
-    assert {"b", "c", "d_e"} <= toks
+    assert {"b", "c", "d_e"} <= set(toks) and list(toks) == sorted(toks)
     assert dynamic_fragments(text) == ("_scale_inv",)
     assert dynamic_fragments("x = f'{p}_scale'\n") == ()  # no dynamic access on the line
     assert target_attr("layer.w13.data") == "w13"
