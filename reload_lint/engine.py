@@ -89,7 +89,13 @@ def auto_contract(files: Iterable[SourceFile], bases=()) -> str:
     return choose_contract(files, bases)[0]
 
 
-_LAYERWISE_CALLS = (b"initialize_layerwise_reload", b"finalize_layerwise_reload")
+# vLLM's layerwise machinery (model_loader/reload/layerwise.py): the reload's entry points, and
+# the online processing that runs a layer's post-load through the same pipeline (0.33.0)
+_LAYERWISE_CALLS = (
+    b"initialize_layerwise_reload",
+    b"finalize_layerwise_reload",
+    b"initialize_online_processing",
+)
 # a loop over a model's modules, by text: only such files are parsed for `_reruns_post_load`
 _MODULE_LOOP = re.compile(rb"\bfor\b[^\n]*\.(?:named_)?(?:modules|children)\(")
 
@@ -252,6 +258,19 @@ def _reruns_post_load(data: bytes) -> int | None:
     for fn in ast.walk(tree):
         if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
             skip.update(_first_load_loops(fn))
+    # a re-run that copies its results back into the first pass's storage (`old.copy_(new)`,
+    # in the function itself or a function of this file it calls): not a re-run on live
+    # modules with nothing copied back after it
+    fns = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    copies = {fn.name for fn in fns if _calls_attr(fn, "copy_")}
+    for fn in fns:
+        called = {
+            c.func.id
+            for c in ast.walk(fn)
+            if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)
+        }
+        if fn.name in copies or called & copies:
+            skip.update(id(n) for n in ast.walk(fn))
     for loop in ast.walk(tree):
         if not isinstance(loop, (ast.For, ast.AsyncFor)) or id(loop) in skip:
             continue
@@ -270,6 +289,13 @@ def _reruns_post_load(data: bytes) -> int | None:
             ):
                 return loop.lineno
     return None
+
+
+def _calls_attr(fn, attr: str) -> bool:
+    return any(
+        isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and c.func.attr == attr
+        for c in ast.walk(fn)
+    )
 
 
 def run_check(paths, cfg: Config, **kw) -> RunResult:
