@@ -46,6 +46,11 @@ class RunResult:
     contract: tuple[str, str] = ("vllm-layerwise", "")
     bases: tuple = ()
     unresolved: tuple[str, ...] = ()
+    # audited files that cannot be imported on the base: (path, module, line) of the first
+    # unconditional engine import the base does not have (reload_lint/unread.py), and how
+    # many findings whose post-load lies there were not reported
+    unimportable: tuple = ()
+    unimportable_dropped: int = 0
 
 
 def _module_name(rel_parts: tuple[str, ...], pkg_dirs: set[tuple[str, ...]]) -> tuple[str, bool]:
@@ -455,6 +460,11 @@ def _run_check(
         if use_cache and explain is None:
             store.put_result(run_key, (findings, store_errors, suppressions))
             store.put_deps_result(deps_key, (findings, store_errors, suppressions), reads)
+    unimportable: tuple = ()
+    n_before = len(findings)
+    if lib:
+        findings, unimportable = _drop_unimportable(findings, store, files, lib, bases, explained)
+    n_unimportable = n_before - len(findings)
     if lib or detect_codebase(files) is not None:
         # the whole program is in view (a release tree, or a package with the vLLM it runs
         # on): a name nothing in it reads is read by nothing. A package audited alone is not:
@@ -498,6 +508,8 @@ def _run_check(
         contract=(contract_name, contract_why),
         bases=tuple(bases),
         unresolved=_unresolved(store, files, lib),
+        unimportable=unimportable,
+        unimportable_dropped=n_unimportable,
     )
 
 
@@ -790,8 +802,8 @@ class _Texts:
 
 
 CONTRACT_NAMES = CONTRACT_CHOICES[1:]  # analysis/contracts.py's, without importing it
-_FACTS_VERSION = "10"
-_NO_FACTS = (False, False, False, (), False, False, (), ())
+_FACTS_VERSION = "11"
+_NO_FACTS = (False, False, False, (), False, False, (), (), ())
 # the text facts the analysis reads (the early-cutoff key holds these); the rest (name tokens,
 # dynamic-name fragments) feed the never-read pass, which runs on every run
 _KEYED_FACTS = 6
@@ -803,7 +815,7 @@ def _text_facts(text: str, roots) -> tuple:
     (_LAZY_CACHE_RE), simple base names of the classes it declares, asserts a `data_ptr()`
     equality (_ALIAS_ASSERT_RE: analysis/externals.py), keys a cache on a storage address,
     its `.name` / quoted-name tokens and dynamic attribute-name fragments (reload_lint/unread.py))."""
-    from reload_lint.unread import dynamic_fragments, name_tokens
+    from reload_lint.unread import dynamic_fragments, engine_module_imports, name_tokens
 
     global _CLASS_RE
     if _CLASS_RE is None:
@@ -826,7 +838,29 @@ def _text_facts(text: str, roots) -> tuple:
         _addr_keyed(text),
         name_tokens(text),
         dynamic_fragments(text),
+        engine_module_imports(text),
     )
+
+
+def _drop_unimportable(findings, store, files, lib, bases, explained):
+    """Findings whose every post-load root lies in a file that cannot be imported on the base:
+    an unconditional module-level `from vllm.x import ...` of a module the base does not have
+    (reload_lint/unread.py `unimportable`)."""
+    from reload_lint.unread import drop_unimportable
+
+    modules = {sf.module for sf in [*files, *lib]}
+    dead = {}
+    for sf in files:
+        for mod, line in (store.facts(sf) or _NO_FACTS)[8]:
+            if mod not in modules and mod.split(".", 1)[0] in {b.package for b in bases}:
+                dead.setdefault(sf.rel, (mod, line))
+    if not dead:
+        return findings, ()
+    label = ", ".join(b.label for b in bases)
+    kept, dropped = drop_unimportable(findings, dead, label)
+    if explained is not None and dropped:
+        explained.setdefault("dropped", {}).update(dropped)
+    return kept, tuple((rel, mod, line) for rel, (mod, line) in sorted(dead.items()))
 
 
 def _drop_never_read(findings, store, files, explained):

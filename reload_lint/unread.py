@@ -82,6 +82,57 @@ def dynamic_fragments(text: str) -> tuple:
     return tuple(sorted(out))
 
 
+_ENGINE_IMPORT_RE = re.compile(
+    r"^(?:from[ \t]+((?:vllm|sglang)(?:\.\w+)+)[ \t]+import\b|import[ \t]+((?:vllm|sglang)(?:\.\w+)+))",
+    re.M,
+)
+
+
+def engine_module_imports(text: str) -> tuple:
+    """(module, line) of each unconditional module-level import of an engine submodule
+    (`from vllm.x.y import z` / `import vllm.x.y` at column 0: not under `try`, `if` or a
+    function). The module must exist for the file to import at all."""
+    if "vllm" not in text and "sglang" not in text:
+        return ()
+    out = []
+    for m in _ENGINE_IMPORT_RE.finditer(text):
+        out.append((m.group(1) or m.group(2), text.count("\n", 0, m.start()) + 1))
+    return tuple(out)
+
+
+def drop_unimportable(findings: list, dead: dict, base_label: str) -> tuple[list, dict]:
+    """(kept, {(path, line, rule, target): why}): the findings whose post-load roots all lie in
+    a file of `dead` (rel -> (module, line) of an import the base cannot satisfy), or that
+    name no root and lie in one."""
+    kept, dropped = [], {}
+    for f in findings:
+        roots = (
+            [
+                (st.path if hasattr(st, "path") else st.get("path"))
+                for st in f.trace
+                if (st.note if hasattr(st, "note") else st.get("note", "")).startswith(
+                    "post-load root "
+                )
+            ]
+            or [
+                # RL108: the post-load stores that keep the rebuilt object
+                (r.get("path") if isinstance(r, dict) else r.path)
+                for r in getattr(f, "rebuild_sites", None) or ()
+            ]
+            or [f.path]
+        )
+        if f.rule.startswith("RL9") or not all(r in dead for r in roots):
+            kept.append(f)
+            continue
+        rel = roots[0]
+        mod, line = dead[rel]
+        dropped[(f.path, f.line, f.rule, f.target)] = (
+            f"cannot run on {base_label}: its post-load is in {rel}, whose import of `{mod}` "
+            f"({rel}:{line}) the base does not have, so the module never imports"
+        )
+    return kept, dropped
+
+
 def target_attr(target: str) -> str:
     """`layer.w_fp32` -> `w_fp32`; `self.cache[...]` -> `cache`; `x.w.data` -> `w`; "" when
     the target names no attribute (a local, a dynamic name)."""
