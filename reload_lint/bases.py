@@ -172,6 +172,53 @@ def _metadata_in(d: Path):
             continue
 
 
+_CPU_TORCH = re.compile(r"^Requires-Dist:\s*torch\s*==\s*[0-9][\w.]*\+cpu\b", re.M)
+_VERSION = re.compile(r"^Version:\s*(\S+)", re.M)
+
+
+def _provides(meta: Path, tops: set[str]) -> bool:
+    """Whether the distribution of `meta` (a `*.dist-info/METADATA`) installs one of the
+    audited top-level packages (its `top_level.txt`, else a `RECORD` row under it)."""
+    info = meta.parent
+    try:
+        top_level = (info / "top_level.txt").read_text(encoding="utf-8", errors="replace")
+        if tops & set(top_level.split()):
+            return True
+    except OSError:
+        pass
+    try:
+        with open(info / "RECORD", encoding="utf-8", errors="replace") as fh:
+            return any(row.split("/", 1)[0] in tops for row in fh if "/" in row)
+    except OSError:
+        return False
+
+
+def cpu_build(paths, tops) -> str | None:
+    """Why the audited distribution is a CPU-only build, or None: the `*.dist-info` beside the
+    audited folders that installs the audited package (an unzipped wheel, a site-packages
+    install) has a `+cpu` local version or requires a `+cpu` torch. Such a build captures no
+    CUDA graphs, so nothing a reload moves is read by a captured graph."""
+    tops = set(tops)
+    for d in _wheel_dirs(paths):
+        for meta in sorted(d.glob("*.dist-info/METADATA")):
+            if not _provides(meta, tops):
+                continue
+            try:
+                text = meta.read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                continue
+            v = _VERSION.search(text)
+            if v and "+" in v.group(1) and "cpu" in v.group(1).split("+", 1)[1]:
+                return f"{meta.parent.name}: version {v.group(1)} is a CPU-only build"
+            m = _CPU_TORCH.search(text)
+            if m:
+                return (
+                    f"{meta.parent.name}/METADATA requires "
+                    f"`{m.group(0).split(':', 1)[1].strip()}` (a CPU-only build)"
+                )
+    return None
+
+
 def suggest(paths, texts) -> tuple[str, str] | None:
     """(spec, where it comes from) for the base an audited package names, or None.
 

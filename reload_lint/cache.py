@@ -210,6 +210,9 @@ class RecordStore(ConsumedResults):
         self.parsed = 0
         self._by_rel = {sf.rel: sf for sf in files}
         self._facts: dict[str, tuple] = {}
+        # how many leading text facts are inputs of the analysis (the rest feed passes that
+        # run after the cached result on every run: reload_lint/unread.py); None: all
+        self.keyed_facts: int | None = None
         self._rows: dict[str, tuple] = {}
         self._facts_key = ""
         self._tree = str(tree)
@@ -437,8 +440,9 @@ class RecordStore(ConsumedResults):
         h = hashlib.sha256(f"deps|{PACK_VERSION}|{tool_fingerprint()}|{self._facts_key}".encode())
         for p in parts:
             h.update(b"\x1e" + p.encode())
+        n = self.keyed_facts
         return self._files_digest(
-            h, lambda sf: None if (f := self._facts.get(sf.rel)) is None else repr(f)
+            h, lambda sf: None if (f := self._facts.get(sf.rel)) is None else repr(f[:n])
         )
 
     def _files_digest(self, h, what_of) -> str:

@@ -46,6 +46,11 @@ class RunResult:
     contract: tuple[str, str] = ("vllm-layerwise", "")
     bases: tuple = ()
     unresolved: tuple[str, ...] = ()
+    # audited files that cannot be imported on the base: (path, module, line) of the first
+    # unconditional engine import the base does not have (reload_lint/unread.py), and how
+    # many findings whose post-load lies there were not reported
+    unimportable: tuple = ()
+    unimportable_dropped: int = 0
 
 
 def _module_name(rel_parts: tuple[str, ...], pkg_dirs: set[tuple[str, ...]]) -> tuple[str, bool]:
@@ -89,7 +94,13 @@ def auto_contract(files: Iterable[SourceFile], bases=()) -> str:
     return choose_contract(files, bases)[0]
 
 
-_LAYERWISE_CALLS = (b"initialize_layerwise_reload", b"finalize_layerwise_reload")
+# vLLM's layerwise machinery (model_loader/reload/layerwise.py): the reload's entry points, and
+# the online processing that runs a layer's post-load through the same pipeline (0.33.0)
+_LAYERWISE_CALLS = (
+    b"initialize_layerwise_reload",
+    b"finalize_layerwise_reload",
+    b"initialize_online_processing",
+)
 # a loop over a model's modules, by text: only such files are parsed for `_reruns_post_load`
 _MODULE_LOOP = re.compile(rb"\bfor\b[^\n]*\.(?:named_)?(?:modules|children)\(")
 
@@ -252,6 +263,19 @@ def _reruns_post_load(data: bytes) -> int | None:
     for fn in ast.walk(tree):
         if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
             skip.update(_first_load_loops(fn))
+    # a re-run that copies its results back into the first pass's storage (`old.copy_(new)`,
+    # in the function itself or a function of this file it calls): not a re-run on live
+    # modules with nothing copied back after it
+    fns = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    copies = {fn.name for fn in fns if _calls_attr(fn, "copy_")}
+    for fn in fns:
+        called = {
+            c.func.id
+            for c in ast.walk(fn)
+            if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)
+        }
+        if fn.name in copies or called & copies:
+            skip.update(id(n) for n in ast.walk(fn))
     for loop in ast.walk(tree):
         if not isinstance(loop, (ast.For, ast.AsyncFor)) or id(loop) in skip:
             continue
@@ -270,6 +294,13 @@ def _reruns_post_load(data: bytes) -> int | None:
             ):
                 return loop.lineno
     return None
+
+
+def _calls_attr(fn, attr: str) -> bool:
+    return any(
+        isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and c.func.attr == attr
+        for c in ast.walk(fn)
+    )
 
 
 def run_check(paths, cfg: Config, **kw) -> RunResult:
@@ -324,6 +355,18 @@ def _run_check(
     contract_why = "configured (`contract` in [tool.reload-lint] or `--contract`)"
     if contract_name == "auto":
         contract_name, contract_why = choose_contract(files, bases)
+    # a CPU-only build of the audited distribution (its metadata): no captured graph reads
+    # anything a reload moves, so every post-load path is a no-graphs scope
+    from reload_lint.bases import cpu_build
+
+    cpu = cpu_build(paths, {sf.rel.split("/", 1)[0] for sf in files if "/" in sf.rel})
+    build_scopes = ()
+    if cpu:
+        from reload_lint.analysis.pathfacts import Scope
+
+        why = f"the audited build captures no CUDA graphs: {cpu}"
+        build_scopes = (Scope("*", "no-graphs", why),)
+        contract_why += f"; {why}"
     if contract_name not in CONTRACT_NAMES:
         raise ReloadLintError(
             f"unknown reload contract `{contract_name}` (known: {', '.join(CONTRACT_NAMES)})"
@@ -363,6 +406,7 @@ def _run_check(
         tree=base_dir.resolve(),
         progress=progress,
     )
+    store.keyed_facts = _KEYED_FACTS
     store.scan(lambda text: _text_facts(text, roots), f"{_FACTS_VERSION}\x1f{roots!r}")
     # what the tree's own reload code does (a vLLM tree or a base: read from it; else the newest),
     # kept in the pack with the hashes of the files it was read from
@@ -376,7 +420,8 @@ def _run_check(
         # their results; the named files' own parse errors are added below
         key_parts = (
             _config_key(cfg),
-            f"{contract_name}\x1f{facts.key()}\x1f{','.join(b.prefix for b in bases)}",
+            f"{contract_name}\x1f{facts.key()}\x1f{','.join(b.prefix for b in bases)}"
+            + (f"\x1f{cpu}" if cpu else ""),
         )
         run_key = store.run_key(*key_parts)
         cached = store.get_result(run_key)
@@ -408,12 +453,23 @@ def _run_check(
             reads,
             explain=(explain, explained) if explain is not None else None,
             inherit=bool(bases),
+            scopes=build_scopes,
         )
         store_errors = errors[n_discover:]
         suppressions = _suppressions(store, files)
         if use_cache and explain is None:
             store.put_result(run_key, (findings, store_errors, suppressions))
             store.put_deps_result(deps_key, (findings, store_errors, suppressions), reads)
+    unimportable: tuple = ()
+    n_before = len(findings)
+    if lib:
+        findings, unimportable = _drop_unimportable(findings, store, files, lib, bases, explained)
+    n_unimportable = n_before - len(findings)
+    if lib or detect_codebase(files) is not None:
+        # the whole program is in view (a release tree, or a package with the vLLM it runs
+        # on): a name nothing in it reads is read by nothing. A package audited alone is not:
+        # the engine that drives it may read its attributes by name.
+        findings = _drop_never_read(findings, store, [*files, *lib], explained)
     if only_paths:
         store_errors = [*store_errors, *_named_errors(store, files, only_paths, store_errors)]
     store.save()
@@ -452,6 +508,8 @@ def _run_check(
         contract=(contract_name, contract_why),
         bases=tuple(bases),
         unresolved=_unresolved(store, files, lib),
+        unimportable=unimportable,
+        unimportable_dropped=n_unimportable,
     )
 
 
@@ -555,7 +613,17 @@ def _named_errors(store, files, only_paths: set[str], have: list[FileError]) -> 
 
 
 def _analyse(
-    store, files, views, cfg, roots, contract_for, progress, reads=None, explain=None, inherit=False
+    store,
+    files,
+    views,
+    cfg,
+    roots,
+    contract_for,
+    progress,
+    reads=None,
+    explain=None,
+    inherit=False,
+    scopes=(),
 ):
     """Index + analysis (a whole-run cache miss): findings selected, sorted, fingerprinted.
     `inherit` (a run with `--base`): the audited classes are looked at for post-load roots
@@ -594,7 +662,11 @@ def _analyse(
                 reads=reads,
             )
             analyzer = Analyzer(
-                index, roots, cfg.all_apply_names(), contract_for, scopes=config_scopes(cfg)
+                index,
+                roots,
+                cfg.all_apply_names(),
+                contract_for,
+                scopes=config_scopes(cfg) + tuple(scopes),
             )
             if explain is not None:
                 analyzer.explaining = explain[0]
@@ -730,15 +802,21 @@ class _Texts:
 
 
 CONTRACT_NAMES = CONTRACT_CHOICES[1:]  # analysis/contracts.py's, without importing it
-_FACTS_VERSION = "8"
-_NO_FACTS = (False, False, False, (), False, False)
+_FACTS_VERSION = "11"
+_NO_FACTS = (False, False, False, (), False, False, (), (), ())
+# the text facts the analysis reads (the early-cutoff key holds these); the rest (name tokens,
+# dynamic-name fragments) feed the never-read pass, which runs on every run
+_KEYED_FACTS = 6
 
 
 def _text_facts(text: str, roots) -> tuple:
     """What the run needs to know about a file before parsing anything, cached per file in
     the file table: (mentions a root name, has a suppression marker, has a first-use cache
     (_LAZY_CACHE_RE), simple base names of the classes it declares, asserts a `data_ptr()`
-    equality (_ALIAS_ASSERT_RE: analysis/externals.py))."""
+    equality (_ALIAS_ASSERT_RE: analysis/externals.py), keys a cache on a storage address,
+    its `.name` / quoted-name tokens and dynamic attribute-name fragments (reload_lint/unread.py))."""
+    from reload_lint.unread import dynamic_fragments, engine_module_imports, name_tokens
+
     global _CLASS_RE
     if _CLASS_RE is None:
         import re
@@ -758,7 +836,49 @@ def _text_facts(text: str, roots) -> tuple:
         tuple(bases),
         "data_ptr()" in text and bool(_ALIAS_ASSERT_RE.search(text)),
         _addr_keyed(text),
+        name_tokens(text),
+        dynamic_fragments(text),
+        engine_module_imports(text),
     )
+
+
+def _drop_unimportable(findings, store, files, lib, bases, explained):
+    """Findings whose every post-load root lies in a file that cannot be imported on the base:
+    an unconditional module-level `from vllm.x import ...` of a module the base does not have
+    (reload_lint/unread.py `unimportable`)."""
+    from reload_lint.unread import drop_unimportable
+
+    modules = {sf.module for sf in [*files, *lib]}
+    dead = {}
+    for sf in files:
+        for mod, line in (store.facts(sf) or _NO_FACTS)[8]:
+            if mod not in modules and mod.split(".", 1)[0] in {b.package for b in bases}:
+                dead.setdefault(sf.rel, (mod, line))
+    if not dead:
+        return findings, ()
+    label = ", ".join(b.label for b in bases)
+    kept, dropped = drop_unimportable(findings, dead, label)
+    if explained is not None and dropped:
+        explained.setdefault("dropped", {}).update(dropped)
+    return kept, tuple((rel, mod, line) for rel, (mod, line) in sorted(dead.items()))
+
+
+def _drop_never_read(findings, store, files, explained):
+    """Findings whose attribute nothing in the tree or its base reads (reload_lint/unread.py);
+    run on every run, after the whole-run cache, so it sees every file's current text."""
+    from reload_lint.unread import drop_never_read
+
+    facts = [(sf.rel, store.facts(sf) or _NO_FACTS) for sf in files]
+    fragments = frozenset(fr for _rel, fx in facts for fr in fx[7])
+    kept, dropped = drop_never_read(
+        findings,
+        lambda: ((rel, fx[6]) for rel, fx in facts),
+        fragments,
+        store.text_of,
+    )
+    if explained is not None and dropped:
+        explained.setdefault("dropped", {}).update(dropped)
+    return kept
 
 
 def _addr_keyed(text: str) -> bool:

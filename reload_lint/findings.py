@@ -62,6 +62,11 @@ class Finding:
     # (reported or not: analysis/kept.py). Keeping the object at all of them makes its first
     # forward run once. Serialised only when set; not part of the fingerprint.
     rebuild_sites: list[dict] = field(default_factory=list)
+    # Set by the reader search (analysis/readers.py) when it walked apply/forward paths of
+    # the store's family and found no read: the never-read check (reload_lint/unread.py) applies
+    # only then (a tree with no forward path at all says nothing of what reads the store).
+    # Kept with cached results; not serialised, not part of the fingerprint.
+    apply_paths_searched: bool = False
     # Not serialised in the stable part of the schema: set by the suppression layer.
     suppressed: str | None = None
     snippet: str = ""

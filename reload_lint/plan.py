@@ -234,6 +234,22 @@ def base_notes(plan: Plan, result) -> list[str]:
     if bases:
         for b in bases:
             out.append(f"reload-lint: base {b.label} ({b.root}): library context, not reported")
+    dead = getattr(result, "unimportable", ())
+    if dead:
+        rel, mod, line = dead[0]
+        more = (
+            f" (and {len(dead) - 1} more file{'s' if len(dead) > 2 else ''})"
+            if len(dead) > 1
+            else ""
+        )
+        n = getattr(result, "unimportable_dropped", 0)
+        label = ", ".join(b.label for b in bases) or "the base"
+        out.append(
+            f"reload-lint: note: {rel}:{line} imports `{mod}`, which {label} does not have{more}: "
+            f"that code cannot be imported on this base, so its post-load never runs there "
+            f"({n} finding{'s' if n != 1 else ''} not reported); pass the base the package is "
+            "written for"
+        )
     unresolved = getattr(result, "unresolved", ())
     if unresolved:
         from reload_lint.bases import suggest

@@ -68,7 +68,15 @@ _TEXTS = (
     "suppressed",
 )
 _STEPS = ("trace", "via")
-_OTHER = ("column", "backends", "also", "rebuild_sites", "snippet", "remedy")
+_OTHER = (
+    "column",
+    "backends",
+    "also",
+    "rebuild_sites",
+    "snippet",
+    "remedy",
+    "apply_paths_searched",
+)
 KNOWN_FIELDS = frozenset((*_LINES, *_TEXTS, *_STEPS, *_OTHER))
 
 

@@ -379,6 +379,10 @@ class CallMixin:
                 pad_e = e[2][1] if len(e[2]) > 1 else dict(e[3]).get("pad")
                 out = S.with_shape(out, S.padded(fr, S.common(args[0]), pad_e))
             return out
+        if q in T.TORCH_NON_TENSOR:
+            # `torch.Size(...)`, `torch.compile(fn)`, `torch.device(...)`: host metadata or a
+            # callable, never a tensor (summaries/torchapi.py)
+            return (V.UNK,)
         last = q.rsplit(".", 1)[-1]
         if q in C.CONTAINER_BUILTINS:
             # `dict(w=t)`, `list(ts)`, `tuple(t for ...)`, `sorted(ts)`: analysis/containers.py

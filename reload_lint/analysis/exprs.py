@@ -282,7 +282,15 @@ class ExprMixin:
             for st, bases in _call_stores(self, f).get(attr, ()):
                 if bases.isdisjoint(owners):
                     continue
-                d = dotted(st[5][1]) if st[5][1][0] in ("n", "a") else None
+                func = st[5][1]
+                if on_self and func[0] == "a" and func[1] == ("n", f["params"][0]):
+                    # `self.runner = self._init_runner()`: a factory method of the same class
+                    # whose every return builds one class (`return DefaultMoERunner(...)`)
+                    built = self._factory_class(cls_key, func[2])
+                    if built:
+                        return built
+                    continue
+                d = dotted(func) if func[0] in ("n", "a") else None
                 if not d or not d.rsplit(".", 1)[-1].lstrip("_")[:1].isupper():
                     continue  # classes are CamelCase: plain calls are not resolved
                 q = self.index.qualify(mod, d)
@@ -290,6 +298,28 @@ class ExprMixin:
                 if r is not None and r[0] == "class":
                     return f"{r[1]}:{r[2]}"
         return None
+
+    def _factory_class(self, cls_key: str, meth: str) -> str | None:
+        """The class a method of `cls_key`'s MRO builds on every return (`return Cls(...)`),
+        or None (no return, a return of anything else, returns of two classes)."""
+        found = self.index.lookup_method(cls_key, meth)
+        g = self.index.function(*found) if found else None
+        if g is None:
+            return None
+        rets = [st[4] for st in g["body"] if st[0] == "ret"]
+        got: set[str] = set()
+        for e in rets:
+            if e is None or e[0] != "c" or e[1][0] not in ("n", "a"):
+                return None
+            d = dotted(e[1]) or ""
+            if not d.rsplit(".", 1)[-1].lstrip("_")[:1].isupper():
+                return None
+            q = self.index.qualify(found[0], d)
+            r = self.index.resolve(q) if q else None
+            if r is None or r[0] != "class":
+                return None
+            got.add(f"{r[1]}:{r[2]}")
+        return next(iter(got)) if len(got) == 1 else None
 
     def choice_value(self, choices: tuple, owner: AV, attr: str) -> AV:
         """`self.<attr>` holding one of the classes an oracle returns (analysis/oracles.py)."""

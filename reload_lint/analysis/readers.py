@@ -333,6 +333,26 @@ class ReaderMixin(CallGraphMixin):
                         h = _handed(c, g, True, has, me)
                         queue.append((found[0], found[1], g, via, (*path, found[1]), h))
                         continue
+                if (
+                    ck
+                    and me
+                    and fn[0] == "a"
+                    and fn[2] == "__call__"
+                    and fn[1][0] == "a"
+                    and fn[1][1] == ("n", me)
+                ):
+                    # `self._forward_method(x)`, `_forward_method = self.dispatch_forward()`
+                    # returning bound methods of self (`self.forward_cuda`, or one wrapped:
+                    # `maybe_compile(self.forward_native)`): those methods
+                    names = self._dispatched_methods(ck, fn[1][2])
+                    if names is not None:
+                        for name in names:
+                            found = self.index.lookup_method(ck, name)
+                            g = self.index.function(*found) if found else None
+                            if g is not None:
+                                h = _handed(c, g, True, has, me)
+                                queue.append((found[0], found[1], g, ck, (*path, found[1]), h))
+                        continue
                 if fn[0] == "a" and fn[1][0] == "n" and fn[1][1] in has:
                     # a method of the holder itself: the layer's class when it is known
                     found = next(
@@ -351,6 +371,49 @@ class ReaderMixin(CallGraphMixin):
                     gaps.append(f"{qn} {why}")
         self._holder_walks[key] = (out, gaps)
         return out, gaps
+
+    def _dispatched_methods(self, cls_key: str, attr: str) -> tuple | None:
+        """Names of the methods `self.<attr>` can be bound to, when every store of it in the
+        class's MRO is `self.<attr> = self.<dispatcher>(...)` and every return of the
+        dispatcher is a bound method of self (`return self.forward_cuda`) or a call handed
+        one (`return self.maybe_compile(self.forward_native)`); None otherwise."""
+        from reload_lint.analysis.exprs import _call_stores
+
+        names: list[str] = []
+        stores = 0
+        for mod, _name, mqn in self.index.mro_methods(cls_key):
+            f = self.index.function(mod, mqn)
+            if f is None or not f["params"]:
+                continue
+            me = f["params"][0]
+            for st, bases in _call_stores(self, f).get(attr, ()):
+                if me not in bases:
+                    continue
+                stores += 1
+                func = st[5][1]
+                if not (func[0] == "a" and func[1] == ("n", me)):
+                    return None
+                found = self.index.lookup_method(cls_key, func[2])
+                g = self.index.function(*found) if found else None
+                if g is None or not g["params"]:
+                    return None
+                gme = ("n", g["params"][0])
+                rets = [st2[4] for st2 in g["body"] if st2[0] == "ret"]
+                if not rets:
+                    return None
+                for e in rets:
+                    if e is not None and e[0] == "a" and e[1] == gme:
+                        names.append(e[2])
+                        continue
+                    bound = (
+                        [a[2] for a in e[2] if a[0] == "a" and a[1] == gme]
+                        if e is not None and e[0] == "c"
+                        else []
+                    )
+                    if not bound:
+                        return None
+                    names += bound
+        return tuple(dict.fromkeys(names)) if stores else None
 
     def find_reader(self, attr: str, owners: list[str], store_names: tuple) -> tuple | None:
         """(path, line, qn, via) of the first read of `attr` reachable from an owner's entries."""
@@ -429,6 +492,7 @@ class ReaderMixin(CallGraphMixin):
                     del self.findings[key]
                     continue
                 fd.confidence = V.lower(fd.confidence)
+                fd.apply_paths_searched = any(self._entries(ck) for ck in owners)
                 fd.trace.append(
                     TraceStep(fd.path, fd.line, "no apply-time read of this attribute found")
                 )

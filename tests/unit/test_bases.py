@@ -273,7 +273,7 @@ def patched_post_load(self, layer):
 
 
 def patched_apply(self, layer, x):
-    return x @ self.w_t
+    return x @ self.w_t + self.ws[:1]
 
 
 def assigned_post_load(self, layer):
@@ -441,3 +441,45 @@ def test_no_note_for_a_vllm_tree(tmp_path, monkeypatch, capsys):
     notes, contract = _notes(err)
     assert code == 0 and notes == []
     assert len(contract) == 1 and "contract vllm-load-weights" in contract[0]
+
+
+GONE = """
+import torch
+
+{imp}
+
+
+class GoneMethod:
+    def process_weights_after_loading(self, layer):
+        layer.w_t = layer.weight.t().contiguous()
+
+    def apply(self, layer, x):
+        return x @ layer.w_t
+"""
+
+
+@pytest.mark.parametrize(
+    "imp, reported",
+    [
+        # a module the base does not have, imported unconditionally: the file never imports
+        ("from vllm.kernels.gone import GoneKernel", False),
+        ("import vllm.kernels.gone", False),
+        # the base has it
+        ("from vllm.kernels.base import BaseKernel", True),
+        # guarded: the file imports without it
+        ("try:\n    from vllm.kernels.gone import GoneKernel\nexcept ImportError:\n    pass", True),
+    ],
+)
+def test_a_file_whose_engine_import_the_base_lacks_never_runs(proj, capsys, imp, reported):
+    _base_tree(proj / "vllm-src", layerwise=True)
+    _write(proj, {"plugin/gone.py": GONE.replace("{imp}", imp)})
+    got = _run(proj, "vllm-src")
+    targets = {(f.path, f.target) for f in got.findings}
+    assert (("plugin/gone.py", "layer.w_t") in targets) == reported
+    assert bool(got.unimportable) == (not reported)
+    if not reported:
+        assert got.unimportable[0][:2] == ("plugin/gone.py", "vllm.kernels.gone")
+        from reload_lint.plan import Plan, base_notes
+
+        notes = base_notes(Plan(paths=[proj / "plugin"], base=proj, bases=got.bases), got)
+        assert any("imports `vllm.kernels.gone`" in n and "1 finding not" in n for n in notes)

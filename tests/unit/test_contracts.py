@@ -250,10 +250,39 @@ class Worker:
                 quant_method.process_weights_after_loading(module)
 """
 
+# the same re-run, copying each refreshed tensor back into the first pass's storage through
+# a helper of the file: the package keeps the storage itself, nothing is left on live modules
+COPIES_BACK = """
+def _keep_storage(module, before):
+    for name, old in before.items():
+        old.copy_(getattr(module, name))
+        setattr(module, name, old)
+
+
+def refresh_attention(model, dtype):
+    for module in model.modules():
+        before = {"W_UK_T": module.W_UK_T}
+        module.process_weights_after_loading(dtype)
+        _keep_storage(module, before)
+"""
+# quant methods that hand their layers to vLLM's layerwise online processing
+ONLINE = """
+from vllm.model_executor.model_loader.reload.layerwise import initialize_online_processing
+
+
+class OnlineFp8MoEMethod:
+    def create_weights(self, layer, *args):
+        initialize_online_processing(layer)
+"""
+
 
 @pytest.mark.parametrize(
     "text, want",
     [
+        (COPIES_BACK, "vllm-layerwise"),
+        (COPIES_BACK + UPDATE, "inplace-only"),
+        (ONLINE, "vllm-layerwise"),
+        (ONLINE + UPDATE, "vllm-layerwise"),
         (FIRST_LOAD, "vllm-layerwise"),
         (UPDATE, "inplace-only"),
         ("from sglang.srt.layers.quantization import base_config\n", "inplace-only"),
