@@ -360,13 +360,8 @@ def _run_check(
     from reload_lint.bases import cpu_build
 
     cpu = cpu_build(paths, {sf.rel.split("/", 1)[0] for sf in files if "/" in sf.rel})
-    build_scopes = ()
     if cpu:
-        from reload_lint.analysis.pathfacts import Scope
-
-        why = f"the audited build captures no CUDA graphs: {cpu}"
-        build_scopes = (Scope("*", "no-graphs", why),)
-        contract_why += f"; {why}"
+        contract_why += f"; the audited build captures no CUDA graphs: {cpu}"
     if contract_name not in CONTRACT_NAMES:
         raise ReloadLintError(
             f"unknown reload contract `{contract_name}` (known: {', '.join(CONTRACT_NAMES)})"
@@ -420,8 +415,7 @@ def _run_check(
         # their results; the named files' own parse errors are added below
         key_parts = (
             _config_key(cfg),
-            f"{contract_name}\x1f{facts.key()}\x1f{','.join(b.prefix for b in bases)}"
-            + (f"\x1f{cpu}" if cpu else ""),
+            f"{contract_name}\x1f{facts.key()}\x1f{','.join(b.prefix for b in bases)}",
         )
         run_key = store.run_key(*key_parts)
         cached = store.get_result(run_key)
@@ -453,13 +447,14 @@ def _run_check(
             reads,
             explain=(explain, explained) if explain is not None else None,
             inherit=bool(bases),
-            scopes=build_scopes,
         )
         store_errors = errors[n_discover:]
         suppressions = _suppressions(store, files)
         if use_cache and explain is None:
             store.put_result(run_key, (findings, store_errors, suppressions))
             store.put_deps_result(deps_key, (findings, store_errors, suppressions), reads)
+    if cpu:
+        findings = _drop_moves_without_graphs(findings, cpu, explained)
     unimportable: tuple = ()
     n_before = len(findings)
     if lib:
@@ -623,7 +618,6 @@ def _analyse(
     reads=None,
     explain=None,
     inherit=False,
-    scopes=(),
 ):
     """Index + analysis (a whole-run cache miss): findings selected, sorted, fingerprinted.
     `inherit` (a run with `--base`): the audited classes are looked at for post-load roots
@@ -666,7 +660,7 @@ def _analyse(
                 roots,
                 cfg.all_apply_names(),
                 contract_for,
-                scopes=config_scopes(cfg) + tuple(scopes),
+                scopes=config_scopes(cfg),
             )
             if explain is not None:
                 analyzer.explaining = explain[0]
@@ -840,6 +834,28 @@ def _text_facts(text: str, roots) -> tuple:
         dynamic_fragments(text),
         engine_module_imports(text),
     )
+
+
+# what a moved storage breaks only through a captured graph: the RL1xx rules and RL202 (a copy
+# kept in place of a deleted source); RL201 / RL203 are stale or undone values, graphs or not
+_MOVE_RULES = ("RL1", "RL202")
+
+
+def _drop_moves_without_graphs(findings, cpu: str, explained):
+    """On a build that captures no CUDA graphs (bases.cpu_build), nothing a reload moves is
+    read by a captured graph: the move findings go, stale-value ones stay."""
+    kept, dropped = [], {}
+    for f in findings:
+        if f.rule.startswith(_MOVE_RULES):
+            dropped[(f.path, f.line, f.rule, f.target)] = (
+                f"no cuda graphs: the audited build captures none ({cpu}), so the storage "
+                "moving on a reload is read afresh by every forward"
+            )
+            continue
+        kept.append(f)
+    if explained is not None and dropped:
+        explained.setdefault("dropped", {}).update(dropped)
+    return kept
 
 
 def _drop_unimportable(findings, store, files, lib, bases, explained):

