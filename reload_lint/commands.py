@@ -37,7 +37,6 @@ def cmd_check(args) -> int:
         print(plan.base)  # the release's unpacked root (resolve_targets checked the flags)
         return EXIT_CLEAN
     from reload_lint.fix import FIX_DIFF
-    from reload_lint.fix import command as fixcmd
 
     changed = None
     fix_diff = getattr(args, "diff", None) == FIX_DIFF
@@ -45,13 +44,24 @@ def cmd_check(args) -> int:
         from reload_lint.diff import changed_lines
 
         changed = changed_lines(args.diff, plan.base)  # fail fast on a bad REV
-    fixcmd.check_writable(args, plan)
+    # the fix layer is imported only by a run that computes fixes (a fix flag) or reports a
+    # finding carrying a remedy (none does without one): a plain check does not load it
+    fixing = fix_diff or any(getattr(args, a, False) for a in ("fix", "unsafe_fixes", "show_fixes"))
+    fixcmd = None
+    if fixing:
+        from reload_lint.fix import command as fixcmd
+
+        fixcmd.check_writable(args, plan)
     if plan.only_paths is not None and not plan.only_paths:
         result = _EmptyResult()  # every file passed by name is excluded by config
     else:
         result = run_engine(args, cfg, plan)
     out = apply_gate(result, cfg, plan, args, changed=changed)
-    fx = fixcmd.attach(args, cfg, plan, out.reported) if fixcmd.wanted(args, plan) else None
+    fx = None
+    if fixcmd is not None and fixcmd.wanted(args, plan):
+        fx = fixcmd.attach(args, cfg, plan, out.reported)
+    if fixcmd is None and any(f.remedy is not None for f in out.reported):
+        from reload_lint.fix import command as fixcmd
     unsafe = getattr(args, "unsafe_fixes", False)
     oc = None
     if fix_diff:
@@ -81,7 +91,7 @@ def cmd_check(args) -> int:
         if getattr(args, "fix", False):
             summary = oc.summary(total) if oc is not None else fixcmd.fixed_line(0, 0)
             text = text.rsplit("Found ", 1)[0] + summary + "\n"
-        hint = fixcmd.hint_line(out.reported, unsafe)
+        hint = fixcmd.hint_line(out.reported, unsafe) if fixcmd is not None else None
         if hint:
             text += hint + "\n"
         elif fx is None and out.reported:

@@ -22,7 +22,6 @@ from reload_lint.discover import SourceFile, discover
 from reload_lint.errors import ReloadLintError
 from reload_lint.findings import FileError, Finding, compute_fingerprints
 from reload_lint.fsutil import read_regular
-from reload_lint.index.deps import Reads
 from reload_lint.progress import Progress
 
 
@@ -396,6 +395,8 @@ def _run_check(
         findings, store_errors, suppressions = cached
     else:
         # what the analysis reads of each record, kept with the result (fine-grained cutoff)
+        from reload_lint.index.deps import Reads  # here: a kept result needs none
+
         reads = Reads() if use_cache and explain is None else None
         findings = _analyse(
             store,
