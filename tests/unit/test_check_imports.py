@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 PROBE = """
 import json, sys
-from reload_lint.cli import main
+from reload_lint.cli.parser import main
 try:
     main(sys.argv[1:])
 except SystemExit:
@@ -52,7 +52,7 @@ def test_show_fixes_still_imports_libcst(tmp_path):
 
 CACHED_PROBE = """
 import json, sys
-from reload_lint.cli import main
+from reload_lint.cli.parser import main
 try:
     main(sys.argv[1:])
 except SystemExit:

@@ -1,5 +1,8 @@
 """Argument parsing only: every subcommand calls into the library.
 
+Input: argv. Output: the parsed arguments handed to the subcommand (commands.py), whose
+exit code `main` returns; usage errors are one line on stderr, exit 2.
+
 Exit codes: reload_lint/exitcodes.py (docs/cli.md): 0 clean, 1 a finding fails the gate,
 2 usage/config/internal error, 3 incomplete (some files could not be analysed and nothing
 fails the gate).
@@ -380,7 +383,7 @@ def main(argv: list[str] | None = None) -> int:
     if debug:  # read by the per-file extraction, which may run in worker processes
         os.environ["RELOAD_LINT_DEBUG"] = "1"
     try:
-        from reload_lint import commands
+        from reload_lint.cli import commands
 
         handler = getattr(commands, f"cmd_{args.command.replace('-', '_')}")
         return handler(args)

@@ -1,5 +1,10 @@
 """Reading files and producing per-file records, with one packed cache file per tree.
 
+Input: the run's SourceFiles, the config and the cache folder. Output: each file's text,
+sha256 and text facts (by stat when its row matches), its record (`record`, `prefetch`),
+whole-run and consumed-input results (`get_result`, `get_deps_result`), and the pack written
+back (`save`).
+
 A record depends only on the file's bytes, its module name and the extractor, so records are
 keyed by sha256(bytes) + module name + package flag + extractor fingerprint. Everything one
 audited tree needs lives in one pickle, `<cache-dir>/packs/<tree key>.pack`:
@@ -40,9 +45,9 @@ from pathlib import Path
 
 from reload_lint import __version__
 from reload_lint.config import Config
-from reload_lint.cutoff import ConsumedResults, blob_digest
 from reload_lint.discover import SourceFile
 from reload_lint.findings import FileError
+from reload_lint.incremental.cutoff import ConsumedResults, blob_digest
 
 # 9: class decorators and dataclass fields, early-exit lazy guards; 10: binary operators carry
 # their line; 11: state-flag pseudo-statements, block paths on expression statements; 12: member
@@ -96,10 +101,10 @@ def extractor_fingerprint() -> str:
         h = hashlib.sha256(
             f"{__version__}|{EXTRACT_VERSION}|{impl}|{sys.version_info[:3]}".encode()
         )
-        here = Path(__file__).resolve().parent
+        here = Path(__file__).resolve().parents[1]  # the package: this is incremental/cache.py
         # the lowering is index/extract.py and the index/lower_*.py modules it is built from
         lowering = sorted(f"index/{p.name}" for p in (here / "index").glob("lower_*.py"))
-        for rel in ("index/extract.py", *lowering, "guard.py", "cache.py"):
+        for rel in ("index/extract.py", *lowering, "guard.py", "incremental/cache.py"):
             try:
                 h.update(rel.encode() + b"\0" + (here / rel).read_bytes())
             except OSError:
@@ -113,7 +118,7 @@ def tool_fingerprint() -> str:
     whole-run results are reused only by the exact code that produced them."""
     if "tool" not in _FINGERPRINTS:
         h = hashlib.sha256(extractor_fingerprint().encode())
-        here = Path(__file__).resolve().parent
+        here = Path(__file__).resolve().parents[1]  # the package
         from reload_lint.rules import data_dir
 
         # the package, and the top-level catalog and allowlists where they live outside it
