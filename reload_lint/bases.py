@@ -21,9 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from reload_lint.errors import ReloadLintError
+from reload_lint.lazyre import LazyPattern
 
 ENGINES = ("vllm", "sglang")
-_SPEC = re.compile(r"^(vllm|sglang)\s*==\s*([0-9][0-9A-Za-z.+_-]*)$")
+_SPEC = LazyPattern(r"^(vllm|sglang)\s*==\s*([0-9][0-9A-Za-z.+_-]*)$")
 # the prefix of a base file's path: never a package folder, never a path a user audits
 PREFIX = "@base"
 
@@ -123,12 +124,14 @@ def resolve_all(specs, cwd: Path | None = None) -> tuple[Base, ...]:
 
 
 # --------------------------------------------------------------------- what a package names
-_REQ = re.compile(r"^Requires-Dist:\s*(vllm|sglang)\s*(?:\[[^\]]*\])?\s*==\s*([0-9][\w.+-]*)", re.M)
-_PYPROJECT_REQ = re.compile(r"""['"](vllm|sglang)\s*(?:\[[^\]]*\])?\s*==\s*([0-9][\w.+-]*)['"]""")
-_GATE = re.compile(r"""\bvllm_version_is\(\s*['"]([0-9][\w.+-]*)['"]\s*\)""")
+_REQ = LazyPattern(
+    r"^Requires-Dist:\s*(vllm|sglang)\s*(?:\[[^\]]*\])?\s*==\s*([0-9][\w.+-]*)", re.M
+)
+_PYPROJECT_REQ = LazyPattern(r"""['"](vllm|sglang)\s*(?:\[[^\]]*\])?\s*==\s*([0-9][\w.+-]*)['"]""")
+_GATE = LazyPattern(r"""\bvllm_version_is\(\s*['"]([0-9][\w.+-]*)['"]\s*\)""")
 
 
-_RANGE = re.compile(r"^Requires-Dist:\s*(vllm|sglang)\s*(?:\[[^\]]*\])?\s*([<>!=~][^;\n]*)", re.M)
+_RANGE = LazyPattern(r"^Requires-Dist:\s*(vllm|sglang)\s*(?:\[[^\]]*\])?\s*([<>!=~][^;\n]*)", re.M)
 
 
 def _version_key(v: str) -> tuple:
@@ -256,7 +259,7 @@ def suggest(paths, texts) -> tuple[str, str] | None:
     return None
 
 
-_IMPORT = re.compile(
+_IMPORT = LazyPattern(
     r"^[ \t]*from[ \t]+((?:vllm|sglang)(?:\.[\w.]+)?)[ \t]+import[ \t]+(\([^)]*\)|[^\n#]+)", re.M
 )
 
@@ -278,12 +281,12 @@ def engine_imports(text: str) -> dict[str, str]:
 
 
 # a requirement on a distribution built on vLLM / SGLang (`vllm-omni==0.24.*`, `sglang_router`)
-_DERIVED_REQ = re.compile(
+_DERIVED_REQ = LazyPattern(
     r"^Requires-Dist:\s*((?:vllm|sglang)[-_.][\w.-]+)\s*(?:\[[^\]]*\])?\s*([<>!=~][^;\n]*)?",
     re.M | re.I,
 )
 # `import vllm` / `from vllm.x import y` anywhere, a function body's lazy import included
-_ANY_IMPORT = re.compile(
+_ANY_IMPORT = LazyPattern(
     r"^[ \t]*(?:import[ \t]+(vllm|sglang)\b|from[ \t]+(vllm|sglang)[.\s])", re.M
 )
 

@@ -153,10 +153,12 @@ def discover(
                 why = f"cannot read directory: {exc.strerror or exc}"
             errors.append(FileError("RL903", rel, why))
 
+        # a folder's relative path, put there by its parent (os.walk joins the parent's path
+        # and the name, so relpath() would give the same): relpath() only for the root
+        rels: dict[str, str] = {}
         for dirpath, dirnames, filenames in os.walk(root, followlinks=False, onerror=walk_error):
-            d = Path(dirpath)
             try:
-                st = d.stat()
+                st = os.stat(dirpath)
                 ident = (st.st_dev, st.st_ino)
             except OSError:
                 continue
@@ -164,17 +166,17 @@ def discover(
                 dirnames[:] = []
                 continue
             visited.add(ident)
-            # relpath() once per folder (it resolves the working directory on every call)
-            d_rel = _rel(d, base)
+            d = Path(dirpath)
+            d_rel = rels.pop(dirpath, None) or _rel(d, base)
             prefix = "" if d_rel == "." else d_rel + "/"
+            # directory links are never followed (loops, escapes): os.walk(followlinks=False)
+            # lists them but does not descend into them, testing each itself
             keep = []
             for name in sorted(dirnames):
                 sub_rel = prefix + shown_path(name)
-                if excluded(sub_rel):
-                    continue
-                if (d / name).is_symlink():
-                    continue  # never follow directory links (loops, escapes)
-                keep.append(name)
+                if not excluded(sub_rel):
+                    keep.append(name)
+                    rels[os.path.join(dirpath, name)] = sub_rel
             dirnames[:] = keep
             # a child path without re-parsing the folder's (pathlib's own walk does this)
             child = getattr(d, "_make_child_relpath", d.joinpath)

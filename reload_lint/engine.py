@@ -2,7 +2,7 @@
 
 Only files whose text mentions a root name are parsed up front (in parallel); every other
 module is parsed lazily, the first time the analysis resolves a name into it. Per-file
-records are cached by content hash (reload_lint/cache.py).
+records are cached by content hash (reload_lint/incremental/cache.py).
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from reload_lint import cache as cachemod
 from reload_lint.analysis import reloadfacts
 from reload_lint.bases import is_base_path
 from reload_lint.config import CONTRACT_CHOICES, Config, path_matches
@@ -22,7 +21,7 @@ from reload_lint.discover import SourceFile, discover
 from reload_lint.errors import ReloadLintError
 from reload_lint.findings import FileError, Finding, compute_fingerprints
 from reload_lint.fsutil import read_regular
-from reload_lint.index.deps import Reads
+from reload_lint.incremental import RecordStore
 from reload_lint.progress import Progress
 
 
@@ -391,7 +390,7 @@ def _run_check(
     roots = cfg.all_root_names()
     progress = Progress()
     n_discover = len(errors)
-    store = cachemod.RecordStore(
+    store = RecordStore(
         [*files, *lib],
         cfg,
         use_cache=use_cache,
@@ -435,6 +434,8 @@ def _run_check(
         findings, store_errors, suppressions = cached
     else:
         # what the analysis reads of each record, kept with the result (fine-grained cutoff)
+        from reload_lint.index.deps import Reads  # here: a kept result needs none
+
         reads = Reads() if use_cache and explain is None else None
         findings = _analyse(
             store,
@@ -477,7 +478,7 @@ def _run_check(
     if only_paths is not None:
         # pre-commit's named files: the findings located in them, and those whose trace passes
         # through them (a helper, constructor or oracle edited), each with its `via` steps
-        from reload_lint.through import through_files
+        from reload_lint.incremental import through_files
 
         findings = through_files(findings, only_paths)
         errors = [e for e in errors if e.path in only_paths]
@@ -986,7 +987,7 @@ def _snippet_line(lines: list[str], line: int) -> str:
 
 
 def _scan_suppressions(texts: dict) -> dict:
-    from reload_lint.suppress import scan_suppressions
+    from reload_lint.gate import scan_suppressions
 
     out = {}
     for path, text in texts.items():

@@ -1,4 +1,4 @@
-"""The exit codes, a contract (docs/cli.md); cli.py and the subcommands both read them here.
+"""The exit codes, a contract (docs/cli.md); cli/parser.py and the subcommands both read them here.
 
 DESCRIPTIONS is the one wording of that contract: `check --help` prints it, and the exit-code
 tables of docs/cli.md and docs/bad-input.md start each row with it

@@ -50,7 +50,7 @@ class Finding:
     backends: list[str] = field(default_factory=list)
     fix: str = ""
     # Set when a run reports only some files (pre-commit's named files, `--diff REV`) and the
-    # finding lies elsewhere but passes through them: the steps that do (reload_lint/through.py).
+    # finding lies elsewhere but passes through them: the steps that do (reload_lint/incremental/through.py).
     # Serialised only when set; not part of the fingerprint.
     via: list[TraceStep] = field(default_factory=list)
     # Other findings that report the same storage, folded into this one (reload_lint/fold.py):

@@ -4,7 +4,7 @@ the current one's, file by file.
 
 The old extractor (its `index/extract.py`, `index/positions.py`, `guard.py` and the
 `_extract_job` / `_syntax_detail` of its `cache.py`) is read from git at OLD (`git show`) into
-a temporary package and run beside the working tree's `reload_lint.cache._extract_job`. Each
+a temporary package and run beside the working tree's `reload_lint.incremental.cache._extract_job`. Each
 file's extraction result, `("ok", record)` or `("err", rule, line, message)`, must be equal,
 dict key order and exact types included (True is not 1, a tuple is not a list).
 
@@ -68,7 +68,10 @@ def install_old(commit: str, where: Path) -> None:
     (pkg / "extract.py").write_text(extract)
     (pkg / "positions.py").write_text(_git_show(commit, "reload_lint/index/positions.py"))
     (pkg / "guard.py").write_text(_git_show(commit, "reload_lint/guard.py"))
-    cache_src = _git_show(commit, "reload_lint/cache.py")
+    try:  # reload_lint/cache.py until the incremental/ package (issue 28)
+        cache_src = _git_show(commit, "reload_lint/incremental/cache.py")
+    except subprocess.CalledProcessError:
+        cache_src = _git_show(commit, "reload_lint/cache.py")
     funcs = []
     for node in ast.parse(cache_src).body:
         if isinstance(node, ast.FunctionDef) and node.name in ("_extract_job", "_syntax_detail"):
@@ -125,7 +128,7 @@ def _run(job, args):
 
 def _read(path: str) -> str | tuple[str]:
     """The text the tool would extract from (cache.RecordStore.text), or (why not,)."""
-    from reload_lint.cache import _decode
+    from reload_lint.incremental.cache import _decode
 
     data = Path(path).read_bytes()
     if b"\x00" in data:
@@ -150,7 +153,7 @@ def compare_one(item):
 
 def compare_text(path: str, text: str, module: str, is_pkg: bool):
     old_job = importlib.import_module(f"{OLD_PKG}.job")._extract_job
-    from reload_lint.cache import _extract_job
+    from reload_lint.incremental.cache import _extract_job
     from reload_lint.index import lower_util
 
     # the flag lowerings added since the libcst extractor are compared off (lower_util.py)

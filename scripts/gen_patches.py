@@ -17,12 +17,11 @@ import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from reload_lint.cli import build_parser
+from reload_lint.cli import build_parser, effective_config, plan_targets, run_engine
 from reload_lint.fix.command import attach
 from reload_lint.fix.rewrite import unified
 from reload_lint.fsutil import atomic_write_text
 from reload_lint.gate import apply_gate
-from reload_lint.plan import effective_config, plan_targets, run_engine
 from reload_lint.render.worklist import area_of
 
 

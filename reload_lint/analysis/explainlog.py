@@ -3,7 +3,7 @@
 Off by default (`explaining` is None) and then free: every hook returns at its first test.
 When a run explains, the analysis notes, for a store on an asked-for line, each value it judged
 there and the verdict (a rule, or none), and keeps the finding records it created there, so
-that `reload_lint.explain` can say for every store whether it is reported and, if not, which
+that `reload_lint.cli.explain` can say for every store whether it is reported and, if not, which
 fact decided it (registered, view, zero-element, guarded, unread, platform-only, ...).
 """
 

@@ -115,7 +115,7 @@ def order_text(x) -> str:
     lines compare as numbers. Plain repr compared `12` before `9`, so a comment line that moved
     line 9 to 10 could change which of two equal dtype items (and so which trace step) came
     first; with numbers compared as numbers the order, and the output, only follow the line
-    map (the line-shift cutoff, reload_lint/shiftcut.py, relies on it)."""
+    map (the line-shift cutoff, reload_lint/incremental/shiftcut.py, relies on it)."""
     if isinstance(x, tuple):
         inner = ", ".join(order_text(i) for i in x)
         return f"({inner},)" if len(x) == 1 else f"({inner})"

@@ -175,7 +175,7 @@ def detect_kept(files, store, default: ReloadFacts = NEWEST) -> ReloadFacts:
         return detect(files, default)
     import hashlib
 
-    from reload_lint.cache import tool_fingerprint
+    from reload_lint.incremental import tool_fingerprint
 
     h = hashlib.sha256(f"{tool_fingerprint()}\x1e{default!r}".encode())
     for sf in files:

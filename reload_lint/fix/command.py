@@ -200,8 +200,8 @@ def reaudit_written(args, cfg, plan, changed=None):
     result could hide what the write changed). Returns the gate's outcome."""
     import argparse
 
+    from reload_lint.cli import run_engine
     from reload_lint.gate import apply_gate
-    from reload_lint.plan import run_engine
 
     fresh = argparse.Namespace(**vars(args))
     fresh.no_cache = True

@@ -4,7 +4,6 @@ triage lines: `guard:` / `masked:` when known, `also:` for each folded finding, 
 from __future__ import annotations
 
 from reload_lint.findings import FileError, Finding, fails_gate
-from reload_lint.fix.render import fix_text
 
 WARNING_TAG = " [warning: no apply-time reader found]"
 
@@ -34,6 +33,8 @@ def render_text(
         for a in f.also:  # the same storage, folded (reload_lint/fold.py)
             lines.append(f"    also: {a['path']}:{a['line']}: {a['rule']} `{a['target']}`")
         if f.fix:
+            from reload_lint.fix.render import fix_text  # difflib: only a report with fixes
+
             lines.append(f"    fix: {fix_text(f)}")
         lines.append(f"    see: reload-lint rule {f.rule}")
     for e in errors:

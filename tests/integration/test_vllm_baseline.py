@@ -184,8 +184,7 @@ def test_shipped_vllm_allowlist_entries_all_match(tmp_path, capsys, monkeypatch)
         release_sources("vllm", "0.33.0")
     except SourceError as exc:
         pytest.skip(f"vLLM sources unavailable: {exc}")
-    from reload_lint.gate import bundled_allowlist
-    from reload_lint.suppress import load_allowlist
+    from reload_lint.gate import bundled_allowlist, load_allowlist
 
     # named as --vllm names it in suppression reasons
     entries = load_allowlist(bundled_allowlist("vllm"), display="allowlists/vllm.toml")

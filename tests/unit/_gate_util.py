@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from reload_lint.findings import FileError, Finding, TraceStep, compute_fingerprints
-from reload_lint.suppress import scan_suppressions
+from reload_lint.gate import scan_suppressions
 
 
 def finding(

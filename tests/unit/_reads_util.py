@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import copy
 
-from reload_lint import cache as cachemod
 from reload_lint import engine
+from reload_lint.incremental import cache as cachemod
 from reload_lint.index import deps as D
 from reload_lint.render.json_ import render_json
 

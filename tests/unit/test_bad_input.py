@@ -176,7 +176,7 @@ def _extract_crash(root: Path, mp) -> None:
 
 
 def _huge(root: Path, mp) -> None:
-    from reload_lint.cache import MAX_FILE_BYTES
+    from reload_lint.incremental import MAX_FILE_BYTES
 
     line = b"x = 1  # " + b"p" * 90 + b"\n"
     data = SEED.encode() + line * (MAX_FILE_BYTES // len(line) + 2)
@@ -431,7 +431,7 @@ def test_fifo_named_on_the_command_line_does_not_hang(proj, capsys):
 
 def test_file_growing_past_the_limit_while_read(proj, capsys, monkeypatch):
     """The size check is repeated on the bytes actually read, not only on stat()."""
-    import reload_lint.cache as cache
+    import reload_lint.incremental.cache as cache
 
     _write(proj / "pkg" / "good.py", GOOD)
     _write(proj / "pkg" / "bad.py", SEED + "x = 1\n" * 400)

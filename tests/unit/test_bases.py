@@ -479,7 +479,7 @@ def test_a_file_whose_engine_import_the_base_lacks_never_runs(proj, capsys, imp,
     assert bool(got.unimportable) == (not reported)
     if not reported:
         assert got.unimportable[0][:2] == ("plugin/gone.py", "vllm.kernels.gone")
-        from reload_lint.plan import Plan, base_notes
+        from reload_lint.cli.plan import Plan, base_notes
 
         notes = base_notes(Plan(paths=[proj / "plugin"], base=proj, bases=got.bases), got)
         assert any("imports `vllm.kernels.gone`" in n and "1 finding not" in n for n in notes)

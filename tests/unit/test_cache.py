@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from reload_lint import cache as cachemod
 from reload_lint.config import Config
 from reload_lint.engine import run_check
+from reload_lint.incremental import cache as cachemod
 from reload_lint.progress import Progress
 from reload_lint.render.json_ import render_json
 
@@ -103,6 +103,44 @@ def test_racy_same_size_same_mtime_edit_is_seen(tmp_path):
     os.utime(b, ns=(st.st_atime_ns, st.st_mtime_ns))
     assert b.stat().st_size == st.st_size and b.stat().st_mtime_ns == st.st_mtime_ns
     assert [f.rule for f in _run(root, cache).findings] == ["RL101"]
+
+
+def test_in_place_rewrite_with_mtime_put_back_is_seen(tmp_path, monkeypatch):
+    """Content rewritten in place (same inode) at the same size with its mtime put back
+    (`cp -p`, `rsync -t`), long after the run that recorded the row (nothing racy): mtime,
+    size and inode all match the row, the change time does not, so the file is read again."""
+    monkeypatch.setattr(cachemod, "RACY_NS", 0)  # every row trusted: only the stat decides
+    root, cache = tmp_path / "src", tmp_path / "cache"
+    _pkg(root)
+    b = root / "pkg" / "b.py"
+    st = b.stat()
+    assert _run(root, cache).findings == []
+    fresh = B_FRESH + " " * (len(B_PARAM) - len(B_FRESH))  # same size
+    with open(b, "r+", encoding="utf-8") as fh:  # in place: the inode stays
+        fh.write(fresh)
+    os.utime(b, ns=(st.st_atime_ns, st.st_mtime_ns))
+    now = b.stat()
+    assert (now.st_size, now.st_mtime_ns, now.st_ino) == (st.st_size, st.st_mtime_ns, st.st_ino)
+    assert [f.rule for f in _run(root, cache).findings] == ["RL101"]
+
+
+def test_unchanged_file_is_not_read_again(tmp_path, monkeypatch):
+    """A file whose stat matches its (settled) row is neither read nor hashed."""
+    monkeypatch.setattr(cachemod, "RACY_NS", 0)
+    root, cache = tmp_path / "src", tmp_path / "cache"
+    _pkg(root, B_FRESH)
+    first = _run(root, cache)
+    read: list[str] = []
+    orig = cachemod.RecordStore._read
+
+    def spy(self, sf):
+        read.append(sf.rel)
+        return orig(self, sf)
+
+    monkeypatch.setattr(cachemod.RecordStore, "_read", spy)
+    again = _run(root, cache)
+    assert read == []
+    assert _json(again) == _json(first)
 
 
 def test_output_identical_with_and_without_cache(tmp_path):

@@ -13,9 +13,9 @@ import os
 import pytest
 from _reads_util import assert_reads_complete
 
-from reload_lint import cache as cachemod
 from reload_lint.config import Config
 from reload_lint.engine import run_check
+from reload_lint.incremental import cache as cachemod
 from reload_lint.sources import cache_root
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

@@ -1,4 +1,4 @@
-"""The line-shift cutoff (reload_lint/shiftcut.py): an edit that only moves lines (a comment or
+"""The line-shift cutoff (reload_lint/incremental/shiftcut.py): an edit that only moves lines (a comment or
 blank line added or removed) reuses the last analysis with its lines moved, and the output,
 text and JSON, is byte for byte what `--no-cache` prints on the edited tree."""
 
@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from reload_lint import engine, shiftcut
+from reload_lint import engine
 from reload_lint.cli import main
 from reload_lint.findings import Finding
+from reload_lint.incremental import shiftcut
 
 ROOT_PY = '''\
 import torch

@@ -1,4 +1,4 @@
-"""The line-shift cutoff (reload_lint/shiftcut.py) on a vLLM release tree: comment and blank
+"""The line-shift cutoff (reload_lint/incremental/shiftcut.py) on a vLLM release tree: comment and blank
 lines put into `fp8.py`'s first post-load root and into `modular_kernel.py` (the helper most
 traces pass through), each followed by pre-commit's cached run, print exactly what `--no-cache`
 prints, without analysing. A copy of the cached vLLM 0.25.1 sources

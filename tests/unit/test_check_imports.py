@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 PROBE = """
 import json, sys
-from reload_lint.cli import main
+from reload_lint.cli.parser import main
 try:
     main(sys.argv[1:])
 except SystemExit:
@@ -52,13 +52,17 @@ def test_show_fixes_still_imports_libcst(tmp_path):
 
 CACHED_PROBE = """
 import json, sys
-from reload_lint.cli import main
+from reload_lint.cli.parser import main
 try:
     main(sys.argv[1:])
 except SystemExit:
     pass
 want = ("reload_lint.analysis.contracts", "reload_lint.analysis.interp", "subprocess")
+# nor what only another command, a fix flag or an analysis needs (docs/performance.md,
+# Session 16): the fix layer, the runtime confirmer, the observations of index/deps.py
+hit = ("reload_lint.fix.command", "reload_lint.confirm", "reload_lint.index.deps")
 print(json.dumps([m for m in want if m in sys.modules]))
+print(json.dumps([m for m in hit if m in sys.modules]))
 """
 
 
@@ -75,7 +79,7 @@ def test_cached_check_does_not_import_the_analysis(tmp_path):
     args = ["check", ".", "--cache-dir", str(tmp_path / "cache"), "--exit-zero"]
     args += ["--format", "json", "-o", str(tmp_path / "out.json")]
 
-    def loaded() -> list[str]:
+    def loaded(which: int = -2) -> list[str]:
         proc = subprocess.run(
             [sys.executable, "-c", CACHED_PROBE, *args],
             capture_output=True,
@@ -85,10 +89,11 @@ def test_cached_check_does_not_import_the_analysis(tmp_path):
             timeout=300,
         )
         assert proc.returncode == 0, proc.stderr
-        return json.loads(proc.stdout.strip().splitlines()[-1])
+        return json.loads(proc.stdout.strip().splitlines()[which])
 
     assert "reload_lint.analysis.interp" in loaded()  # the first run analyses
     assert loaded() == []  # nothing changed: the whole-run result
+    assert loaded(-1) == []  # ... which needs neither the fix layer nor the observations
     some = sorted(tree.rglob("*.py"))[-1]
     some.write_text(some.read_text(encoding="utf-8") + "\n# a note\n", encoding="utf-8")
     assert loaded() == []  # a comment: the early cutoff

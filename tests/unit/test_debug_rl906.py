@@ -2,7 +2,8 @@
 
 import os
 
-from reload_lint import cache, cli
+from reload_lint.cli import parser as cli
+from reload_lint.incremental import cache
 from reload_lint.index import extract
 
 

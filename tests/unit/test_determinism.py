@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from reload_lint import cache as cachemod
 from reload_lint.config import Config
 from reload_lint.engine import run_check
+from reload_lint.incremental import cache as cachemod
 from reload_lint.render.json_ import render_json
 from reload_lint.sources import cache_root
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import json
 
-from reload_lint.baseline import BaselineEntry, match_baseline
 from reload_lint.findings import Finding, TraceStep, compute_fingerprints
 from reload_lint.fold import fold_shared_storage
+from reload_lint.gate import BaselineEntry, match_baseline
 
 Q = "pkg/quant.py"
 E = "pkg/experts.py"

@@ -31,16 +31,16 @@ from hypothesis import strategies as st
 
 from reload_lint.analysis.contracts import make_contract
 from reload_lint.analysis.interp import Analyzer
-from reload_lint.cache import _extract_job
 from reload_lint.catalog import load_catalog
 from reload_lint.config import Config
 from reload_lint.findings import FileError, Finding, compute_fingerprints
+from reload_lint.gate import apply_suppressions, scan_suppressions
+from reload_lint.incremental.cache import _extract_job
 from reload_lint.index.project import ProjectIndex
 from reload_lint.render.github import render_github
 from reload_lint.render.json_ import render_json
 from reload_lint.render.sarif import render_sarif
 from reload_lint.render.text import render_text
-from reload_lint.suppress import apply_suppressions, scan_suppressions
 
 REPO = Path(__file__).resolve().parents[2]
 _ENV = os.environ.get("FUZZ_EXAMPLES")

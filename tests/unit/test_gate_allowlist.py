@@ -8,7 +8,7 @@ import pytest
 from _gate_util import finding, fingerprinted
 
 from reload_lint.errors import ReloadLintError
-from reload_lint.suppress import apply_allowlists, load_allowlist
+from reload_lint.gate import apply_allowlists, load_allowlist
 
 GOOD = """
 [meta]

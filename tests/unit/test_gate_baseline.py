@@ -7,13 +7,13 @@ import json
 import pytest
 from _gate_util import finding, fingerprinted
 
-from reload_lint.baseline import (
+from reload_lint.errors import ReloadLintError
+from reload_lint.gate import (
     load_baseline,
     match_baseline,
     render_baseline,
     write_baseline,
 )
-from reload_lint.errors import ReloadLintError
 
 
 def _three():

@@ -7,9 +7,9 @@ import os
 import pytest
 from _gate_util import file_error, finding, git
 
-from reload_lint.diff import ALL_LINES, changed_lines, filter_to_diff, parse_unified_diff
 from reload_lint.errors import ReloadLintError
 from reload_lint.findings import TraceStep
+from reload_lint.gate import ALL_LINES, changed_lines, filter_to_diff, parse_unified_diff
 
 
 @pytest.fixture

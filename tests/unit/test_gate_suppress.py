@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from _gate_util import finding
 
-from reload_lint.suppress import apply_suppressions, scan_suppressions
+from reload_lint.gate import apply_suppressions, scan_suppressions
 
 
 def test_trailing_suppression_parsed():

@@ -13,12 +13,12 @@ from _engine_util import write_files
 from _gate_util import finding
 
 from reload_lint.cli import main
-from reload_lint.diff import ChangedLines, filter_to_diff
 from reload_lint.findings import Finding, TraceStep
+from reload_lint.gate import ChangedLines, filter_to_diff
+from reload_lint.incremental import steps, through_files
 from reload_lint.render.github import annotation
 from reload_lint.render.sarif import render_sarif
 from reload_lint.render.text import render_text
-from reload_lint.through import steps, through_files
 
 PROJECT = {
     "pkg/__init__.py": "",

@@ -27,6 +27,21 @@ def _is_type_checking(node: ast.If) -> bool:
     )
 
 
+def _exports(path: Path) -> dict[str, str]:
+    """A package entry's `_EXPORTS` table (name -> its module in the package), read from its
+    `__init__.py`: the entry imports each module on first use, so an import of a name from the
+    entry is an edge to the module that defines it."""
+    init = path / "__init__.py"
+    if not init.is_file():
+        return {}
+    for node in ast.parse(init.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "_EXPORTS" for t in node.targets
+        ):
+            return ast.literal_eval(node.value)
+    return {}
+
+
 def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
     tree = ast.parse(path.read_text(encoding="utf-8"))
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
@@ -45,8 +60,11 @@ def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
             if node.level:
                 anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
                 base = ".".join([*anchor, *([base] if base else [])])
+            entry = _exports(modules[base].parent) if base in modules else {}
             for a in node.names:
                 sub = f"{base}.{a.name}"
+                if a.name in entry:
+                    sub = f"{base}.{entry[a.name]}"
                 found.add(sub if sub in modules else base)
     # an import of a.b.c runs a/__init__ and a/b/__init__ too, but those import nothing of
     # ours unless they say so (their own edges); keep the named module only
@@ -97,9 +115,32 @@ def import_graph() -> dict[str, set[str]]:
 
 def test_the_graph_is_read():
     graph = import_graph()
-    assert "reload_lint.commands" in graph["reload_lint.cli"]
-    assert "reload_lint.plan" in graph["reload_lint.commands"]
-    assert "reload_lint.engine" in graph["reload_lint.plan"]
+    assert "reload_lint.cli.commands" in graph["reload_lint.cli.parser"]
+    assert "reload_lint.cli.plan" in graph["reload_lint.cli.commands"]
+    assert "reload_lint.engine" in graph["reload_lint.cli.plan"]
+    # a name imported from a package entry is an edge to the module that defines it
+    assert "reload_lint.gate.report" in graph["reload_lint.cli.commands"]
+    assert "reload_lint.incremental.cache" in graph["reload_lint.engine"]
+
+
+def test_grouped_packages_have_one_entry():
+    """Outside reload_lint/incremental/, gate/ and cli/, their modules are imported through the
+    package (`from reload_lint.gate import apply_gate`), not one by one."""
+    groups = ("reload_lint.incremental", "reload_lint.gate", "reload_lint.cli")
+    bad = []
+    for name, path in _module_names().items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            mods = []
+            if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                mods = [node.module]
+            elif isinstance(node, ast.Import):
+                mods = [a.name for a in node.names]
+            for mod in mods:
+                for g in groups:
+                    if mod.startswith(g + ".") and not name.startswith(g + "."):
+                        bad.append(f"{name}: {mod}")
+    assert not bad, bad
 
 
 def test_no_import_cycles():

@@ -1,4 +1,4 @@
-"""The premise of the line-shift cutoff (reload_lint/shiftcut.py): the analysis treats a file's
+"""The premise of the line-shift cutoff (reload_lint/incremental/shiftcut.py): the analysis treats a file's
 lines as labels. Every record of a fixture package is relabelled with a strictly increasing
 map of its own (`a*line + b`, different per file: gaps, new digit counts, files' lines
 interleaved differently), the package is analysed over those records, and the result must be
@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from reload_lint import cache, shiftcut
 from reload_lint.analysis.reloadfacts import RELOAD_DIR
 from reload_lint.config import Config
 from reload_lint.engine import run_check
+from reload_lint.incremental import cache, shiftcut
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 _EXTRACT = cache._extract_job

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from reload_lint import guard
-from reload_lint.cache import _extract_job
+from reload_lint.incremental.cache import _extract_job
 
 LIMIT = guard._MAX_STEPS
 

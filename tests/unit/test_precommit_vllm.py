@@ -12,9 +12,8 @@ import tomllib
 from _vllm_checkout import bundle_accepting_allowlist, write_checkout
 
 from reload_lint.cli import main
-from reload_lint.gate import bundled_allowlist
+from reload_lint.gate import bundled_allowlist, load_allowlist
 from reload_lint.rules import PACKAGE_DIR
-from reload_lint.suppress import load_allowlist
 
 
 def test_named_file_in_a_vllm_checkout_uses_the_bundled_allowlist(tmp_path, monkeypatch, capsys):

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from reload_lint.cli import main
-from reload_lint.suppress import tomllib
+from reload_lint.gate.suppress import tomllib
 
 KERNEL = """\
 import torch

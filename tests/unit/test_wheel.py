@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 from _vllm_checkout import accepting_allowlist, write_checkout
 
+from reload_lint.gate import load_allowlist
 from reload_lint.rules import RULES
-from reload_lint.suppress import load_allowlist
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
@@ -105,8 +105,8 @@ def test_installed_wheel_prints_a_rule_page(installed, tmp_path):
 def _bundled_in(installed: Path, tmp_path: Path) -> tuple[Path, int]:
     """Where the installed package finds its bundled vllm.toml, and how many entries it parses."""
     code = (
-        "from reload_lint.gate import bundled_allowlist as b\n"
-        "from reload_lint.suppress import load_allowlist as l\n"
+        "from reload_lint.gate.report import bundled_allowlist as b\n"
+        "from reload_lint.gate.suppress import load_allowlist as l\n"
         "p = b('vllm'); print(p); print(len(l(p)))\n"
     )
     python = installed / ("python.exe" if os.name == "nt" else "python")

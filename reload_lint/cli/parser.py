@@ -1,5 +1,8 @@
 """Argument parsing only: every subcommand calls into the library.
 
+Input: argv. Output: the parsed arguments handed to the subcommand (commands.py), whose
+exit code `main` returns; usage errors are one line on stderr, exit 2.
+
 Exit codes: reload_lint/exitcodes.py (docs/cli.md): 0 clean, 1 a finding fails the gate,
 2 usage/config/internal error, 3 incomplete (some files could not be analysed and nothing
 fails the gate).
@@ -137,17 +140,10 @@ def _allowlist_arg(p: argparse.ArgumentParser) -> None:
     )
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from reload_lint.exitcodes import DESCRIPTIONS
-
-    parser = _Parser(
-        prog="reload-lint",
-        description="Find tensors that escape weight-reload copy-back and break CUDA graphs.",
-    )
-    parser.add_argument("--version", action="version", version=f"reload-lint {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-
+def _add_check(sub) -> None:
     import textwrap
+
+    from reload_lint.exitcodes import DESCRIPTIONS
 
     codes = "\n".join(
         textwrap.fill(text, 78, initial_indent=f"  {code}  ", subsequent_indent="     ")
@@ -235,11 +231,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--statistics", action="store_true", help="print counts by rule (text format)"
     )
 
+
+def _add_baseline(sub) -> None:
     base = sub.add_parser("baseline", help="record today's findings so `check` fails only on new")
     _add_common_check_args(base)
     base.add_argument("--output", "-o", metavar="FILE", required=True, help="baseline to write")
     _allowlist_arg(base)
 
+
+def _add_worklist(sub) -> None:
     work = sub.add_parser("worklist", help="render the Markdown worklist (RFC risk-table shape)")
     _add_common_check_args(work)
     work.add_argument("--evidence", metavar="FILE", help="runtime evidence JSON to merge")
@@ -263,6 +263,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _allowlist_arg(work)
 
+
+def _add_allow(sub) -> None:
     allow = sub.add_parser(
         "allow",
         help="append an allowlist entry for a finding (by fingerprint), with its reason",
@@ -282,6 +284,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_common_check_args(allow)
 
+
+def _add_explain(sub) -> None:
     explain = sub.add_parser(
         "explain",
         help="say what the engine decided for every store on PATH:LINE, reported or not",
@@ -297,6 +301,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_common_check_args(explain, paths=False)
     _allowlist_arg(explain)
 
+
+def _add_cache(sub) -> None:
     cache = sub.add_parser(
         "cache",
         help="show what the cache holds and its size; `cache clean` empties it",
@@ -310,6 +316,8 @@ def build_parser() -> argparse.ArgumentParser:
     clean.add_argument("what", nargs="*", help="kinds or releases to remove (default: all)")
     clean.add_argument("--dry-run", action="store_true", help="say what would be removed")
 
+
+def _add_rule(sub) -> None:
     rule = sub.add_parser("rule", help="print a rule's page from the rule catalog")
     rule.add_argument(
         "code",
@@ -317,19 +325,56 @@ def build_parser() -> argparse.ArgumentParser:
         help="rule code or name, e.g. RL101 or unregistered-module-tensor (omit to list all)",
     )
 
+
+def _add_gen_docs(sub) -> None:
     gen = sub.add_parser("gen-docs", help="generate docs/rules/ from the rule catalog")
     gen.add_argument("--output", "-o", metavar="DIR", help="output directory (default: docs/rules)")
     gen.add_argument("--check", action="store_true", help="only report stale pages; exit 1 if any")
 
+
+def _add_confirm(sub) -> None:
     conf = sub.add_parser("confirm", help="confirm findings at runtime: red/green evidence JSON")
     from reload_lint.confirm.command import add_arguments as _confirm_args
 
     _confirm_args(conf)
+
+
+_COMMANDS = {
+    "check": _add_check,
+    "baseline": _add_baseline,
+    "worklist": _add_worklist,
+    "allow": _add_allow,
+    "explain": _add_explain,
+    "cache": _add_cache,
+    "rule": _add_rule,
+    "gen-docs": _add_gen_docs,
+    "confirm": _add_confirm,
+}
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The command line's parser; with ONLY (a command's name), just that command's
+    subparser: `main` builds no more than the command it runs (each builder is a few
+    milliseconds of a cached run, `confirm`'s imports its package), and what it parses,
+    prints and rejects is the same, as subparsers do not see each other."""
+    parser = _Parser(
+        prog="reload-lint",
+        description="Find tensors that escape weight-reload copy-back and break CUDA graphs.",
+    )
+    parser.add_argument("--version", action="version", version=f"reload-lint {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    for name, add in _COMMANDS.items():
+        if only is None or only == name:
+            add(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    # the top-level parser takes no option but --version and --help, so a first word that
+    # names a command is the command (anything else gets the whole parser, and its message)
+    parser = build_parser(argv[0] if argv and argv[0] in _COMMANDS else None)
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help(sys.stderr)
@@ -338,7 +383,7 @@ def main(argv: list[str] | None = None) -> int:
     if debug:  # read by the per-file extraction, which may run in worker processes
         os.environ["RELOAD_LINT_DEBUG"] = "1"
     try:
-        from reload_lint import commands
+        from reload_lint.cli import commands
 
         handler = getattr(commands, f"cmd_{args.command.replace('-', '_')}")
         return handler(args)

@@ -1,6 +1,10 @@
 """Results kept by what the analysis consumed: the early cutoff of a cached run (mixed into
 cache.RecordStore; docs/performance.md, "The run, step by step", step 3b).
 
+Input: the pack's kept states and this run's changed files (texts, hashes). Output: the
+kept findings (possibly with lines moved) when no changed file alters what the analysis
+consumed, else None; and the new state to keep after an analysis.
+
 A whole-run result is keyed by every file's hash; the same result is also kept under what the
 analysis consumed (`RecordStore.deps_key`: paths, module names, text facts, config), as up to
 STATES_PER_KEY analysed states, each naming the consumed files with their hash, the digest of
@@ -21,7 +25,7 @@ from __future__ import annotations
 import hashlib
 import pickle
 
-from reload_lint.shiftcut import record_map, relabel
+from reload_lint.incremental.shiftcut import record_map, relabel
 
 MAX_DEPS_REPARSE = 8  # changed files re-parsed to test a consumed-input result before giving up
 STATES_PER_KEY = 3  # analysed states kept per consumed-input key (an edit undone finds its own)

@@ -1,6 +1,10 @@
 """What one run audits: the targets (paths, a release, files named as pre-commit names them),
 the effective config, and the engine run over them. The CLI's subcommands (commands.py) and
-scripts call these; gate.py turns the engine's result into what is reported."""
+scripts call these; the gate (gate/report.py) turns the engine's result into what is reported.
+
+Input: the parsed arguments. Output: the effective Config, a Plan (base folder, paths,
+release, named files) and the engine's RunResult over it.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
 """`check --diff REV`: keep findings whose location or trace touches changed lines.
 
+Input: a git revision and the project folder; findings. Output: the changed lines per file
+(`changed_lines`), and the findings touching them (`filter_to_diff`).
+
 Changed lines are those that differ between the merge base of REV and HEAD and the working
 tree (committed, staged and unstaged edits), plus every line of untracked files. Renames are
 followed, so moving a file does not mark all of its lines changed. Any git problem (REV
@@ -15,7 +18,7 @@ from pathlib import Path
 
 from reload_lint.errors import ReloadLintError
 from reload_lint.findings import FileError, Finding, TraceStep
-from reload_lint.through import via
+from reload_lint.incremental import via
 
 ALL_LINES = -1  # sentinel in a line set: the whole file changed (new / untracked)
 

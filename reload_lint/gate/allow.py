@@ -1,5 +1,8 @@
 """`reload-lint allow FINGERPRINT --reason TEXT`: append an allowlist entry for a finding.
 
+Input: the run's findings, fingerprints, a reason and link, an allowlist path. Output: the
+allowlist file with the new entries appended (atomically), and their count.
+
 The finding must be one the same run reports (an unknown or stale fingerprint is refused),
 the entry is keyed by the line-free site (rule, path, symbol, target) when that names exactly
 this finding, else by its fingerprint, and the file is rewritten atomically with everything
@@ -68,7 +71,7 @@ def append_entries(
     how many were appended. `everything` is the whole run, used to check that a site key
     names only the finding it is written for."""
     from reload_lint.fsutil import atomic_write_bytes
-    from reload_lint.suppress import AllowEntry, load_allowlist
+    from reload_lint.gate.suppress import AllowEntry, load_allowlist
 
     if not reason.strip():
         raise ReloadLintError("--reason must say why the site is safe (it is required)")
@@ -102,7 +105,7 @@ def append_entries(
 def _check_parses(path: Path, text: str) -> None:
     import tempfile
 
-    from reload_lint.suppress import load_allowlist
+    from reload_lint.gate.suppress import load_allowlist
 
     with tempfile.TemporaryDirectory() as tmp:
         probe = Path(tmp) / path.name

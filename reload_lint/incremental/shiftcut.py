@@ -1,6 +1,10 @@
 """The line-shift cutoff: an edit that only moves lines (a comment or blank line added or
 removed, a trailing comment changed) reuses the last analysis, with its lines moved.
 
+Input: a file's old record, its new text and the kept findings. Output: a strictly
+increasing line map when the new record is the old one with its lines renamed (else None),
+and the findings relabelled through it.
+
 Such an edit shifts every later line of the file, so the file's record differs from the one
 the analysis read (records carry lines) and neither the extraction digest nor the kept
 observations match (cache.py, index/deps.py). What this module proves instead, for each such

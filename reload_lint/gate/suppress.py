@@ -1,5 +1,9 @@
 """Inline suppressions and allowlists: the "accepted, because" half of the gate.
 
+Input: source texts (their comments), allowlist TOML files and findings. Output: the
+suppression comments per file, the findings marked accepted (with the reason), and RL904 /
+RL905 findings for malformed or unused comments.
+
 Inline::
 
     self.perm = torch.argsort(g_idx)  # reload-lint: ignore[RL101] -- rebuilt per call, never captured

@@ -1,5 +1,8 @@
-"""Subcommand implementations. cli.py parses; these call into the library: plan.py (what a
-run audits, the engine run) and gate.py (what it reports, the exit code)."""
+"""Subcommand implementations: one `cmd_<name>(args) -> exit code` per subcommand.
+
+Input: the parsed arguments (parser.py). Output: the report or listing on stdout (or `-o`),
+notes on stderr, the exit code. They call into the library: plan.py (what a run audits, the
+engine run) and the gate (reload_lint/gate/: what it reports, the exit code)."""
 
 from __future__ import annotations
 
@@ -7,17 +10,17 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from reload_lint.errors import ReloadLintError
-from reload_lint.exitcodes import EXIT_CLEAN, EXIT_FINDINGS, EXIT_INCOMPLETE
-from reload_lint.findings import FileError
-from reload_lint.gate import apply_gate, config_dir, exit_code, gate_notes, render_report
-from reload_lint.plan import (
+from reload_lint.cli.plan import (
     base_notes,
     effective_config,
     nothing_analysed,
     plan_targets,
     run_engine,
 )
+from reload_lint.errors import ReloadLintError
+from reload_lint.exitcodes import EXIT_CLEAN, EXIT_FINDINGS, EXIT_INCOMPLETE
+from reload_lint.findings import FileError
+from reload_lint.gate import apply_gate, config_dir, exit_code, gate_notes, render_report
 
 
 def write_output(text: str, output: str | None) -> None:
@@ -37,21 +40,31 @@ def cmd_check(args) -> int:
         print(plan.base)  # the release's unpacked root (resolve_targets checked the flags)
         return EXIT_CLEAN
     from reload_lint.fix import FIX_DIFF
-    from reload_lint.fix import command as fixcmd
 
     changed = None
     fix_diff = getattr(args, "diff", None) == FIX_DIFF
     if getattr(args, "diff", None) and not fix_diff:
-        from reload_lint.diff import changed_lines
+        from reload_lint.gate import changed_lines
 
         changed = changed_lines(args.diff, plan.base)  # fail fast on a bad REV
-    fixcmd.check_writable(args, plan)
+    # the fix layer is imported only by a run that computes fixes (a fix flag) or reports a
+    # finding carrying a remedy (none does without one): a plain check does not load it
+    fixing = fix_diff or any(getattr(args, a, False) for a in ("fix", "unsafe_fixes", "show_fixes"))
+    fixcmd = None
+    if fixing:
+        from reload_lint.fix import command as fixcmd
+
+        fixcmd.check_writable(args, plan)
     if plan.only_paths is not None and not plan.only_paths:
         result = _EmptyResult()  # every file passed by name is excluded by config
     else:
         result = run_engine(args, cfg, plan)
     out = apply_gate(result, cfg, plan, args, changed=changed)
-    fx = fixcmd.attach(args, cfg, plan, out.reported) if fixcmd.wanted(args, plan) else None
+    fx = None
+    if fixcmd is not None and fixcmd.wanted(args, plan):
+        fx = fixcmd.attach(args, cfg, plan, out.reported)
+    if fixcmd is None and any(f.remedy is not None for f in out.reported):
+        from reload_lint.fix import command as fixcmd
     unsafe = getattr(args, "unsafe_fixes", False)
     oc = None
     if fix_diff:
@@ -81,7 +94,7 @@ def cmd_check(args) -> int:
         if getattr(args, "fix", False):
             summary = oc.summary(total) if oc is not None else fixcmd.fixed_line(0, 0)
             text = text.rsplit("Found ", 1)[0] + summary + "\n"
-        hint = fixcmd.hint_line(out.reported, unsafe)
+        hint = fixcmd.hint_line(out.reported, unsafe) if fixcmd is not None else None
         if hint:
             text += hint + "\n"
         elif fx is None and out.reported:
@@ -116,7 +129,7 @@ class _EmptyResult:
 
 def cmd_baseline(args) -> int:
     """Record today's unsuppressed findings; atomic, sorted, readable."""
-    from reload_lint.baseline import write_baseline
+    from reload_lint.gate import write_baseline
 
     cfg = effective_config(args)
     plan = plan_targets(args, cfg)
@@ -145,7 +158,7 @@ def _carried_over(path: Path, errors: list[FileError]) -> list:
     analyse: a transient read error must not silently drop what the user recorded."""
     if not errors or not path.exists():
         return []
-    from reload_lint.baseline import load_baseline
+    from reload_lint.gate import load_baseline
 
     try:
         old = load_baseline(path)
@@ -276,7 +289,7 @@ def cmd_confirm(args) -> int:
 
 def cmd_allow(args) -> int:
     """Append allowlist entries for findings this run reports, refusing unknown ones."""
-    from reload_lint.allow import append_entries
+    from reload_lint.gate import append_entries
 
     cfg = effective_config(args)
     if args.to:
@@ -318,24 +331,25 @@ def cmd_allow(args) -> int:
 
 def cmd_cache(args) -> int:
     """List the cache with sizes, or clean it (all, a kind, or a release)."""
-    from reload_lint.cachedir import clean, describe, human
+    from reload_lint.incremental import cachedir
     from reload_lint.sources import cache_root
 
     root = cache_root()
     if args.action is None:
-        sys.stdout.write(describe(root))
+        sys.stdout.write(cachedir.describe(root))
         return EXIT_CLEAN
-    n, freed = clean(root, args.what, dry_run=args.dry_run)
+    n, freed = cachedir.clean(root, args.what, dry_run=args.dry_run)
     verb = "would remove" if args.dry_run else "removed"
-    print(f"reload-lint: {verb} {n} item{'s' if n != 1 else ''} ({human(freed)}) from {root}")
+    size = cachedir.human(freed)
+    print(f"reload-lint: {verb} {n} item{'s' if n != 1 else ''} ({size}) from {root}")
     return EXIT_CLEAN
 
 
 def cmd_explain(args) -> int:
-    """What the engine decided for every store on PATH:LINE (reload_lint/explain.py)."""
+    """What the engine decided for every store on PATH:LINE (reload_lint/cli/explain.py)."""
     import json
 
-    from reload_lint import explain
+    from reload_lint.cli import explain
 
     specs = list(args.locations)
     args.paths = []

@@ -1,16 +1,21 @@
 """The gate: an engine result -> what the user sees (rule selection, suppressions, allowlists,
-baseline, `--diff`), the report in each format, and the exit code (docs/gate.md)."""
+baseline, `--diff`), the report in each format, and the exit code (docs/gate.md).
+
+Input: the engine's RunResult, the config, the run's plan and options. Output: a
+GateOutcome (reported, shown, suppressed, baselined, stale), the rendered report, the stderr
+notes and the exit code.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from reload_lint.cli import Plan, under
 from reload_lint.config import Config
 from reload_lint.errors import ReloadLintError
 from reload_lint.exitcodes import EXIT_CLEAN, EXIT_FINDINGS, EXIT_INCOMPLETE
 from reload_lint.findings import FileError, Finding
-from reload_lint.plan import Plan, under
 
 
 def exit_code(
@@ -56,7 +61,7 @@ def load_allowlists(args, cfg: Config, plan: Plan, codebase: str | None = None) 
     """The bundled allowlist of the audited codebase (a `--vllm` release, or a tree the engine
     detected as vLLM, such as a vLLM checkout under pre-commit), then the configured ones,
     then --allowlist."""
-    from reload_lint.suppress import load_allowlist
+    from reload_lint.gate.suppress import load_allowlist
 
     entries = []
     if plan.release is not None:
@@ -87,7 +92,7 @@ def apply_gate(
     baseline, diff. Order matters: unused-suppression and stale-baseline are judged on the
     full result, before --diff narrows what is reported."""
     from reload_lint.fold import fold_shared_storage
-    from reload_lint.suppress import apply_allowlists, apply_suppressions
+    from reload_lint.gate.suppress import apply_allowlists, apply_suppressions
 
     findings = [
         f
@@ -95,7 +100,7 @@ def apply_gate(
         if cfg.rule_enabled(f.path, f.rule) and (plan.narrow is None or under(f.path, plan.narrow))
     ]
     if plan.only_paths is not None:  # located in a named file or passing through one
-        from reload_lint.through import through_files
+        from reload_lint.incremental import through_files
 
         findings = through_files(findings, plan.only_paths)
     errors = [
@@ -121,7 +126,7 @@ def apply_gate(
     out = GateOutcome(reported=reported, shown=[], suppressed=suppressed, errors=errors)
     bpath = baseline_path(args, cfg) if use_baseline else None
     if bpath is not None:
-        from reload_lint.baseline import load_baseline, match_baseline
+        from reload_lint.gate.baseline import load_baseline, match_baseline
 
         entries = load_baseline(bpath)
         res = match_baseline(
@@ -134,7 +139,7 @@ def apply_gate(
         out.baseline_active = True
     shown_suppressed = suppressed if getattr(args, "show_suppressed", False) else []
     if changed is not None:
-        from reload_lint.diff import filter_to_diff
+        from reload_lint.gate.diff import filter_to_diff
 
         out.reported, out.errors = filter_to_diff(out.reported, out.errors, changed)
         shown_suppressed, _ = filter_to_diff(shown_suppressed, [], changed)

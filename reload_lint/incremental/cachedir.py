@@ -1,5 +1,8 @@
 """`reload-lint cache` (what the cache holds, and its size) and `reload-lint cache clean`.
 
+Input: the cache root and what to remove. Output: a listing with sizes (`describe`), or
+the items removed and the bytes freed (`clean`).
+
 The cache root ($RELOAD_LINT_CACHE, else $XDG_CACHE_HOME/reload-lint, else
 ~/.cache/reload-lint) holds three kinds of things, each rebuilt on demand:
   wheels/    release wheels pip downloaded (`--vllm`/`--sglang`), ~250 MB per vLLM release

@@ -1,5 +1,8 @@
 """`reload-lint explain PATH:LINE`: what the engine decided for every store on a line.
 
+Input: PATH:LINE queries and the engine's explain log of a run. Output: one answer per
+store on each line, as text or JSON.
+
 For each store the line holds (an attribute assignment, `setattr`, `register_buffer` /
 `register_parameter`, an item store on an attribute), the answer is one of:
 

@@ -1,12 +1,23 @@
 """Reading files and producing per-file records, with one packed cache file per tree.
 
+Input: the run's SourceFiles, the config and the cache folder. Output: each file's text,
+sha256 and text facts (by stat when its row matches), its record (`record`, `prefetch`),
+whole-run and consumed-input results (`get_result`, `get_deps_result`), and the pack written
+back (`save`).
+
 A record depends only on the file's bytes, its module name and the extractor, so records are
 keyed by sha256(bytes) + module name + package flag + extractor fingerprint. Everything one
 audited tree needs lives in one pickle, `<cache-dir>/packs/<tree key>.pack`:
 
-- a file table, rel -> (mtime_ns, size, inode, sha256, flags): a file whose stat() matches
-  its row is not read or hashed again (rows written less than two seconds before the pack
-  itself are "racy", as git calls them, and are always re-hashed);
+- a file table, rel -> ((mtime_ns, size, inode, ctime_ns), sha256, facts): a file whose
+  stat() matches its row in all four is not read or hashed again. That is git's and ruff's
+  test (mtime, size, inode) plus the change time, which no tool can set back: content
+  rewritten in place at the same size with its mtime put back (`cp -p`, `rsync -t`,
+  `touch -r`) still changes ctime, so it is read again. The stat is the open descriptor's,
+  taken before the bytes are read, so a write during the read leaves a row that no longer
+  matches. Rows whose mtime or ctime is less than two seconds before the pack was written
+  are "racy", as git calls them (a write in the same clock tick leaves the stat unchanged),
+  and are always re-hashed; a run that finds a once-racy row settled rewrites it;
 - per-file records as pickled bytes, unpickled only when the analysis asks for them;
 - whole-run results keyed by every file's hash and module, the config and the tool's own
   sources, so a run over an unchanged tree reads no source file at all;
@@ -34,9 +45,9 @@ from pathlib import Path
 
 from reload_lint import __version__
 from reload_lint.config import Config
-from reload_lint.cutoff import ConsumedResults, blob_digest
 from reload_lint.discover import SourceFile
 from reload_lint.findings import FileError
+from reload_lint.incremental.cutoff import ConsumedResults, blob_digest
 
 # 9: class decorators and dataclass fields, early-exit lazy guards; 10: binary operators carry
 # their line; 11: state-flag pseudo-statements, block paths on expression statements; 12: member
@@ -68,8 +79,14 @@ def default_cache_dir() -> Path:
     return cache_root() / "index"
 
 
-def _stat_key(st) -> tuple[int, int, int]:
-    return (st.st_mtime_ns, st.st_size, st.st_ino)
+def _stat_key(st) -> tuple[int, int, int, int]:
+    """What identifies a file's content without reading it (the module docstring)."""
+    return (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)
+
+
+def _stamp(key: tuple) -> int:
+    """The latest time a stat key says the file changed (mtime or ctime)."""
+    return max(key[0], key[3])
 
 
 _FINGERPRINTS: dict[str, str] = {}
@@ -84,10 +101,10 @@ def extractor_fingerprint() -> str:
         h = hashlib.sha256(
             f"{__version__}|{EXTRACT_VERSION}|{impl}|{sys.version_info[:3]}".encode()
         )
-        here = Path(__file__).resolve().parent
+        here = Path(__file__).resolve().parents[1]  # the package: this is incremental/cache.py
         # the lowering is index/extract.py and the index/lower_*.py modules it is built from
         lowering = sorted(f"index/{p.name}" for p in (here / "index").glob("lower_*.py"))
-        for rel in ("index/extract.py", *lowering, "guard.py", "cache.py"):
+        for rel in ("index/extract.py", *lowering, "guard.py", "incremental/cache.py"):
             try:
                 h.update(rel.encode() + b"\0" + (here / rel).read_bytes())
             except OSError:
@@ -101,7 +118,7 @@ def tool_fingerprint() -> str:
     whole-run results are reused only by the exact code that produced them."""
     if "tool" not in _FINGERPRINTS:
         h = hashlib.sha256(extractor_fingerprint().encode())
-        here = Path(__file__).resolve().parent
+        here = Path(__file__).resolve().parents[1]  # the package
         from reload_lint.rules import data_dir
 
         # the package, and the top-level catalog and allowlists where they live outside it
@@ -205,6 +222,7 @@ class RecordStore(ConsumedResults):
         self.progress = progress
         self.texts: dict[str, str] = {}
         self._hash: dict[str, str] = {}
+        self._stat: dict[str, tuple] = {}  # rel -> stat key of the bytes read (before reading)
         self._records: dict[str, dict | None] = {}
         self._bad: set[str] = set()
         self.parsed = 0
@@ -267,6 +285,7 @@ class RecordStore(ConsumedResults):
             return None
         try:
             st = os.fstat(fd)
+            self._stat[sf.rel] = _stat_key(st)
             if not stat.S_ISREG(st.st_mode):
                 kind = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file"
                 self._fail(sf, "RL903", f"cannot read file: {kind}")
@@ -334,22 +353,20 @@ class RecordStore(ConsumedResults):
                 except OSError:
                     st = None
                 if st is not None and stat.S_ISREG(st.st_mode) and _stat_key(st) == row[0]:
-                    if row[0][0] < written - RACY_NS:
+                    if _stamp(row[0]) < written - RACY_NS:
                         self._hash[sf.rel] = row[1]
                         self._facts[sf.rel] = row[2]
                         self._rows[sf.rel] = row
                         continue
-                    if row[0][0] < now - RACY_NS:
+                    if _stamp(row[0]) < now - RACY_NS:
                         self._dirty = True  # no longer racy: rewrite so it is trusted next time
             text = self.text(sf)
             if text is None:
                 continue
             self._facts[sf.rel] = facts(text)
             if self.use_cache:
-                try:
-                    new = (_stat_key(os.stat(sf.path)), self._hash[sf.rel], self._facts[sf.rel])
-                except OSError:
-                    continue
+                # the stat of the descriptor the bytes were read from, taken before the read
+                new = (self._stat[sf.rel], self._hash[sf.rel], self._facts[sf.rel])
                 self._rows[sf.rel] = new
                 if new != row:
                     self._dirty = True

@@ -1,6 +1,9 @@
 """Which files a finding passes through (issue 20): what pre-commit's named files and
 `check --diff REV`'s changed lines are matched against.
 
+Input: findings and a set of file paths (named files, or changed lines). Output: the
+findings located in or passing through them, each with its `via` steps.
+
 A finding is decided by more than the line it is reported at: the helper that allocated the
 tensor (`marlin_sort_g_idx` in `marlin_utils.py`), the constructor of the object that keeps
 it, the oracle that chose the backend, the apply-time reader. Each of those is a step of the

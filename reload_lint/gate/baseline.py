@@ -1,5 +1,8 @@
 """Baselines: today's findings recorded as "fix later", so a gate fails only on new ones.
 
+Input: findings (to write), or a baseline file and this run's findings (to match). Output:
+the baseline JSON, or the findings not in it with the stale and folded entries.
+
 A baseline is a JSON file of line-free fingerprints with enough context (rule, path, symbol,
 target, the stored line's source) for a reviewer to read it. It is written atomically and
 sorted, so regenerating it on unchanged sources is byte-identical. `check --baseline` reports
